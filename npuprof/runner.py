@@ -17,6 +17,7 @@ from typing import Any
 
 from npuprof import __version__
 from npuprof.config import ProfileConfig
+from npuprof.invocation import npuprof_cmd
 from npuprof.launch import (
     FORWARDED_SIGNALS,
     JobEnd,
@@ -340,8 +341,8 @@ def _wait_for_post_processing(
     except TimeoutError:
         _note(
             f"stopped waiting after {time.monotonic() - wait_began:.0f} s (the job was stopped by "
-            f"{_signal_name(stopped_by)}): post-processing goes on in the background; npuprof analyse "
-            f"finishes what it could not (see {log_path})"
+            f"{_signal_name(stopped_by)}): post-processing goes on in the background; "
+            f"{npuprof_cmd('analyse')} finishes what it could not (see {log_path})"
         )
     finally:
         held.waiting = False
@@ -354,8 +355,8 @@ def _not_waited_after_stop(busy: int, stopped_by: int, stopped_at: float | None,
     return (
         f"not waiting for {busy} background post-processing job(s): the job ended{ended} after "
         f"{_signal_name(stopped_by)}, past the {STOPPED_JOB_END_S:.0f} s the wait may last before the "
-        "SIGKILL that follows it; post-processing goes on in the background; npuprof analyse finishes what "
-        f"it could not (see {log_path})"
+        f"SIGKILL that follows it; post-processing goes on in the background; {npuprof_cmd('analyse')} "
+        f"finishes what it could not (see {log_path})"
     )
 
 
@@ -500,10 +501,10 @@ def _prepare_dynamic(cfg: ProfileConfig) -> tuple[str, str]:
     target = shell_word(str(directory))
     # a folder mounted read-only on the nodes: the watchers read the file, and log nothing (helper-244: the
     # line pointed at `npuprof trigger` and `npuprof status`, which then had nothing to write or to read)
-    ask = f"edit it, or run `npuprof trigger {target} --active 2`, to capture"
+    ask = f"edit it, or run `{npuprof_cmd(f'trigger {target} --active 2')}`, to capture"
     if why := why_unwritable(directory):
         ask = f"it cannot be changed from here ({why}): change it where it can be, to capture"
-    told = f"`npuprof status {target}` says what each rank did (logs in {directory / LOG_DIR})"
+    told = f"`{npuprof_cmd(f'status {target}')}` says what each rank did (logs in {directory / LOG_DIR})"
     if why := why_unwritable(directory / LOG_DIR):
         told = (
             f"warning: its processes cannot log what they do in {directory / LOG_DIR} ({why}), so npuprof "

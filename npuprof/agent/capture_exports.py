@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from npuprof.agent import memory_snapshot
+from npuprof.invocation import npuprof_cmd
 
 STACKS_FILE = "stacks_{metric}.folded"
 MEMORY_FILE = "memory_timeline.{fmt}"
@@ -225,7 +226,7 @@ def _torch_npu_exports(
     left: list[str] = []
     for metric in dict.fromkeys(stacks_metrics):
         name = stacks_file_name(metric)
-        fix = f"npuprof export-stacks {shlex.quote(str(rank_dir))} --metric {metric} -o {name}"
+        fix = npuprof_cmd(f"export-stacks {shlex.quote(str(rank_dir))} --metric {metric} -o {name}")
         if short := room.below_floor():  # torch_npu's own scratch file would take room too
             from npuprof.results.extras import not_produced_line
 
@@ -354,6 +355,6 @@ def _npu_export_memory(
         except mt.PlotUnavailableError as exc:
             log(f"memory timeline: {exc}")
             continue
-        fix = f"npuprof memory-timeline {shlex.quote(str(rank_dir))} -o {name}"
+        fix = npuprof_cmd(f"memory-timeline {shlex.quote(str(rank_dir))} -o {name}")
         written += _write_held(rank_dir, {name: content}, room, name, fix, log)
     return written

@@ -309,6 +309,9 @@ def main() -> None:
 
 def _main() -> None:
     guard_streams()
+    from npuprof.invocation import remember
+
+    remember(sys.argv[0])  # the command its messages suggest (`next: .venv/bin/npuprof analyse DIR`)
     sys.argv[1:2] = [ALIASES.get(word, word) for word in sys.argv[1:2]]
     sys.argv[1:] = short_option_values(sys.argv[1:])
     if _asks_for_help(sys.argv[1:]):

@@ -10,6 +10,8 @@ from typing import Annotated, Any
 
 import typer
 
+from npuprof.invocation import npuprof_cmd
+
 
 def register(app: typer.Typer) -> None:
     app.command(
@@ -222,7 +224,7 @@ def _categories_beside(trace: Path, output: Path) -> str | None:
     if not trace.is_file() or not (trace.parent / mt.RAW_FILE).is_file():
         return None
     return (
-        f"For categories: npuprof memory-timeline {shlex.quote(str(trace.parent))} -o "
+        f"For categories: {npuprof_cmd(f'memory-timeline {shlex.quote(str(trace.parent))}')} -o "
         f"{shlex.quote(str(output))} (its rank dir holds the capture's categorised timeline, {mt.RAW_FILE})."
     )
 

@@ -228,6 +228,7 @@ def _flags_each_request_sets(flags: dict[str, object], cfg: ProfileConfig) -> li
 def _warn_flags_each_request_sets(options: list[Option], cfg: ProfileConfig) -> None:
     """One line: which flags are each request's, and the trigger that asks for them."""
     from npuprof.config import warn_on_stderr
+    from npuprof.invocation import npuprof_cmd
     from npuprof.options import flag_text
     from npuprof.runner import shell_word
 
@@ -237,7 +238,8 @@ def _warn_flags_each_request_sets(options: list[Option], cfg: ProfileConfig) -> 
     warn_on_stderr(
         f"--dynamic: {typed} set only what a request leaves out of its profiler_config.json, and npuprof "
         "trigger and torch_npu's template write every key (npuprof's defaults): give them to each request, "
-        f"`npuprof trigger {shell_word(cfg.dynamic or '')} {' '.join(asked)}`, or set the keys in the file"
+        f"`{npuprof_cmd(' '.join(['trigger', shell_word(cfg.dynamic or ''), *asked]))}`, or set the keys in "
+        "the file"
     )
 
 

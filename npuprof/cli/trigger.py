@@ -7,6 +7,7 @@ import contextlib
 import inspect
 import json
 import os
+import shlex
 import sys
 import time
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from npuprof.cli.run import _typer_parameter
+from npuprof.invocation import npuprof_cmd
 from npuprof.options import RUN_OPTIONS, Option
 
 # ruff: noqa: UP045  (typer reads Optional[] at start-up)
@@ -165,10 +167,11 @@ def trigger_command(**params: Any) -> None:
         sys.stderr.write(f"npuprof trigger: note: this replaces {waiting}\n")
     if cfg.ranks is not None:
         sys.stdout.write(
-            "  (--ranks is torch_npu's is_rank: these captures are not parsed in the job; run npuprof "
-            "analyse on them)\n"
+            "  (--ranks is torch_npu's is_rank: these captures are not parsed in the job; run "
+            f"{npuprof_cmd('analyse')} on them)\n"
         )
-    sys.stdout.write(f"  each process picks it up within its poll interval; see npuprof status {directory}\n")
+    see = npuprof_cmd(f"status {shlex.quote(str(directory))}")
+    sys.stdout.write(f"  each process picks it up within its poll interval; see {see}\n")
     _note_if_nobody_watches(directory)
     if prof_dir is not None:
         _note_if_output_missing(Path(prof_dir), directory)
@@ -178,9 +181,10 @@ def trigger_command(**params: Any) -> None:
         steps = (
             f"--warmup {warmup} --active {active}" if warmup else f"--active {active}"
         )  # (warm-up records)
+        cancel_it = npuprof_cmd(f"trigger {shlex.quote(str(directory))} --cancel")
         sys.stderr.write(
             f"npuprof trigger: note: {steps}: a capture holds every step's events in memory until it ends "
-            f"(often megabytes a step); npuprof trigger {directory} --cancel ends it at the next step\n"
+            f"(often megabytes a step); {cancel_it} ends it at the next step\n"
         )
 
 
@@ -517,9 +521,10 @@ def _write(directory: Path, data: bytes) -> Path:
 
         if hint := run_output_hint(directory, "trigger"):
             _fail_line(hint)
+        start = npuprof_cmd(f"run --dynamic {shlex.quote(str(directory))}")
         _fail_line(
-            f"{directory}: no {CONFIG_NAME} there; start the job with npuprof run --dynamic {directory} "
-            "first (a file written before the job starts is not a request)"
+            f"{directory}: no {CONFIG_NAME} there; start the job with {start} first (a file written before "
+            "the job starts is not a request)"
         )
     try:
         return write_request(directory, data)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from npuprof.agent.dynamic_log import RANKLESS
 from npuprof.byte_sizes import human_bytes
 from npuprof.config import ProfileConfig, Schedule
+from npuprof.invocation import npuprof_cmd
 from npuprof.job_processes import outliving_the_job
 from npuprof.reports.line_width import NO_WRAP_WIDTH, unwrapped
 from npuprof.reports.text import printable, shorten_middle
@@ -166,9 +167,9 @@ def print_run_summary(
             if any(name in _exports_lacking(c, cfg) for c in left)
         ]
         made = (
-            f"; their --{' and --'.join(asked)} files were not made either (npuprof "
-            + " DIR -o FILE, npuprof ".join(asked)
-            + " DIR -o FILE make them)"
+            f"; their --{' and --'.join(asked)} files were not made either ("
+            + ", ".join(npuprof_cmd(f"{a} DIR -o FILE") for a in asked)
+            + " make them)"
         )
         why = _parse_failure(lines, left) or _killed_before_the_hand_over(
             agents, left, exit_code, died_of, run_id
@@ -191,7 +192,8 @@ def print_run_summary(
     if not_asked := _unparsed_as_asked(captures, cfg):
         console.print(
             escape(f"{len(not_asked)} capture(s) not parsed, as {_why_not_asked(cfg)}: ")
-            + f"npuprof analyse {escape(shell_quote(str(output)))} parses them",
+            + escape(npuprof_cmd(f"analyse {shell_quote(str(output))}"))
+            + " parses them",
             soft_wrap=True,
         )
     if cfg.export_stacks or cfg.memory_timeline:  # parsed, yet without them (the unparsed: said above)
@@ -212,7 +214,8 @@ def print_run_summary(
     elif any(c.rank_dir.is_relative_to(output) for c in captures):
         # one line, however long (the terminal folds it): a command split by newlines cannot be copied
         console.print(
-            f"next: [bold]npuprof analyse {target}{run_flag}[/]   (exit code of the job: {exit_code})",
+            f"next: [bold]{escape(npuprof_cmd())} analyse {target}{run_flag}[/]   "
+            f"(exit code of the job: {exit_code})",
             soft_wrap=True,
         )
     else:  # every capture went to a --dynamic prof_dir outside -o
@@ -220,7 +223,8 @@ def print_run_summary(
     for root in elsewhere:  # --dynamic's prof_dir outside -o
         count = sum(1 for c in captures if c.rank_dir.parent == root)
         console.print(
-            f"      [bold]npuprof analyse {escape(shell_quote(str(root)))}[/]   ({count} of the captures, "
+            f"      [bold]{escape(npuprof_cmd('analyse ' + shell_quote(str(root))))}[/]   "
+            f"({count} of the captures, "
             f"outside {target})",
             soft_wrap=True,
         )
@@ -338,8 +342,8 @@ def no_capture_line(
     if running:  # a process that outlived the job's first one (a daemon it forked) may still capture
         return (
             f"no capture was written yet (exit code {exit_code}): the job's first process ended, but "
-            f"{_still_running(running)}; what they capture lands in {output} as they go: npuprof analyse "
-            f"{shell_quote(str(output))} once they end. See {log_path}."
+            f"{_still_running(running)}; what they capture lands in {output} as they go: "
+            f"{npuprof_cmd('analyse ' + shell_quote(str(output)))} once they end. See {log_path}."
         )
     why = why_no_capture(cfg, exit_code, lines, reach_warned, run_id, died_of)
     return f"no capture was written (exit code {exit_code}): {why}. See {log_path}."
@@ -408,7 +412,7 @@ def _say_exports_made(console: Console, captures: list[CaptureSummary], cfg: Pro
     said = f"in each capture's directory: {', '.join(made)}"
     if drawn:
         first = shell_quote(str(drawn[0].rank_dir))
-        said += f" (a flame graph: npuprof export-stacks {first} --svg flame.svg)"
+        said += f" (a flame graph: {npuprof_cmd(f'export-stacks {first} --svg flame.svg')})"
     console.print(escape(said), soft_wrap=True)
 
 
@@ -420,7 +424,8 @@ def _say_request_not_reached(console: Console, captures: list[CaptureSummary], d
 
     pids = {c.pid for c in captures if c.pid is not None}
     if pids and (found := planned_not_reached(directory, pids)).startswith(NOT_REACHED):
-        console.print(escape(f"npuprof: {found} (see npuprof status {shell_quote(str(directory))})"))
+        see = npuprof_cmd(f"status {shell_quote(str(directory))}")
+        console.print(escape(f"npuprof: {found} (see {see})"))
 
 
 def _say_requests_without_what_exports_need(
@@ -463,7 +468,7 @@ def _say_requests_without_what_exports_need(
         console.print(
             escape(
                 f"{flag}: {len(which)} capture(s) (steps {steps}) have no {made}: their request did not ask "
-                f"for {keys} (each request says it: npuprof trigger {target} {flags})"
+                f"for {keys} (each request says it: {npuprof_cmd(f'trigger {target} {flags}')})"
             ),
             soft_wrap=True,
         )
@@ -936,9 +941,10 @@ def why_no_capture(
     if cfg.dynamic:
         where = cfg.dynamic
         unread = unread_request(Path(where)) or before_start(Path(where)) or planned_not_reached(Path(where))
+        see = npuprof_cmd(f"status {shell_quote(where)}")
         if unread:
-            return f"{failed}{unread} (see npuprof status {where})"
-        return f"{failed}no capture was asked in {where}/profiler_config.json (see npuprof status {where})"
+            return f"{failed}{unread} (see {see})"
+        return f"{failed}no capture was asked in {where}/profiler_config.json (see {see})"
     if cfg.timed:
         from npuprof.agent.window_plan import WINDOW_NOT_OPENED
 

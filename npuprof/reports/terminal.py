@@ -16,6 +16,7 @@ from rich.table import Table
 from npuprof.analysis import vocabulary as vocab
 from npuprof.analysis.report_schema import RankReport, Report, ReportStep, StartSkew, json_value
 from npuprof.analysis.step_fields import OPTIONAL_ORDER, STEP_TIME_FIELDS
+from npuprof.invocation import npuprof_cmd
 from npuprof.reports.text import printable, shorten_middle, shorten_range_name
 
 T = TypeVar("T")
@@ -331,9 +332,9 @@ def _cpu_only_note(rank_dir: str, pooled: bool = False) -> str:
     return printable(
         "no device kernels: CPU-only trace (the CPU is the device: comp is its operators' time, free the "
         "rest of the step, the Python between operators and waits included; prep ms runs to the step's first "
-        "operator, a loss.item() before the DataLoader's wait, say); what the free time was: npuprof "
-        "export-stacks "
-        f"{shell_quote(rank_dir)} --svg flame.svg" + (" (its latest capture)" if pooled else "")
+        "operator, a loss.item() before the DataLoader's wait, say); what the free time was: "
+        + npuprof_cmd(f"export-stacks {shell_quote(rank_dir)} --svg flame.svg")
+        + (" (its latest capture)" if pooled else "")
     )
 
 

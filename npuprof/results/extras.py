@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from npuprof.invocation import npuprof_cmd
+
 if TYPE_CHECKING:
     from npuprof.results.handover import ExportsJob
 
@@ -63,7 +65,8 @@ def _quoted(path: Path) -> str:
 
 def memory_from_trace_fix(rank_dir: Path) -> str:
     """The fix of a memory timeline whose snapshot is missing: the trace's memory events, uncategorised."""
-    return f"npuprof memory-timeline {_quoted(rank_dir)} -o memory.html (from the trace, no categories)"
+    command = npuprof_cmd(f"memory-timeline {_quoted(rank_dir)} -o memory.html")
+    return f"{command} (from the trace, no categories)"
 
 
 # ---------------------------------------------------------------- the post-processor's part
@@ -106,7 +109,8 @@ def _stacks(
         trace = find_trace_of_rank(rank_dir)  # torch_npu's capture: its parse's trace_view.json
     if trace is None:
         for metric in metrics:
-            fix = f"npuprof analyse {_quoted(rank_dir)}, then npuprof export-stacks {_quoted(rank_dir)}"
+            where = _quoted(rank_dir)
+            fix = f"{npuprof_cmd('analyse ' + where)}, then {npuprof_cmd('export-stacks ' + where)}"
             why = "the capture has no trace (not parsed?)"
             say(not_produced(stacks_file_name(metric), why, fix), "WARNING")
         return []
@@ -121,7 +125,7 @@ def _stacks(
     written = []
     for metric in metrics:
         name = stacks_file_name(metric)
-        fix = f"npuprof export-stacks {_quoted(rank_dir)} --metric {metric} -o {name}"
+        fix = npuprof_cmd(f"export-stacks {_quoted(rank_dir)} --metric {metric} -o {name}")
         try:
             folded = folded_from_events(events, metric)
             text = folded.text()
@@ -179,7 +183,7 @@ def _memory(rank_dir: Path, job: ExportsJob, say: Say, min_free_space: str) -> l
     if not data.raw:
         say(f"memory timeline: no memory events for {data.device} in this capture", "WARNING")
     raw, meta = mt.encoded(data, "raw.json.gz"), mt.meta_bytes(data)
-    fix = f"npuprof memory-timeline {_quoted(rank_dir)} -o memory.html"
+    fix = npuprof_cmd(f"memory-timeline {_quoted(rank_dir)} -o memory.html")
     no_room = _no_room(rank_dir, min_free_space, [raw, meta])
     if no_room:  # the snapshot stays, as below
         say(not_produced("memory_timeline.*", no_room, fix), "WARNING")
@@ -196,7 +200,7 @@ def _memory(rank_dir: Path, job: ExportsJob, say: Say, min_free_space: str) -> l
         if fmt == "raw.json.gz" or fmt not in mt.FORMATS:
             continue
         name = memory_file_name(fmt)
-        fix = f"npuprof memory-timeline {_quoted(rank_dir)} -o {name}"
+        fix = npuprof_cmd(f"memory-timeline {_quoted(rank_dir)} -o {name}")
         try:
             content = mt.encoded(data, fmt)
         except mt.PlotUnavailableError:

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from npuprof.invocation import ENV_COMMAND, npuprof_cmd
 from npuprof.owned_fd import OwnedFd, above_stdio
 from npuprof.proc_stat import stat_fields
 from npuprof.results import layout, logfile, spawner
@@ -1054,7 +1055,8 @@ def _close_all(fds: list[int]) -> None:
 
 
 def _child_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NPUPROF_")}
+    # NPUPROF_COMMAND stays: the commands its log lines suggest are the user's (npuprof/invocation.py)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NPUPROF_") or k == ENV_COMMAND}
     pythonpath = _without_bootstrap(env.get("PYTHONPATH", ""))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (pythonpath, _PACKAGE_ROOT) if p)
     env["OMP_NUM_THREADS"] = "1"  # its torch work (the memory timeline) is small: no thread per core
@@ -1273,7 +1275,7 @@ def _db_missing(rank_dir: Path) -> int:
     )
     _log(
         rank_dir,
-        not_produced("the db export", why, "npuprof analyse --export-type db on the result"),
+        not_produced("the db export", why, npuprof_cmd("analyse --export-type db") + " on the result"),
         "WARNING",
     )
     return 1
@@ -1309,7 +1311,7 @@ def run_job(job: CaptureJob) -> int:
             write_json(rank_dir / layout.CAPTURE_RECORD, record)
         parse_short = _short_of_space(rank_dir, job.min_free_space, _parse_space(trace_bytes))
     if parse_short:
-        _log(rank_dir, f"not analysed ({parse_short}); run npuprof analyse on it later", "WARNING")
+        _log(rank_dir, f"not analysed ({parse_short}); run {npuprof_cmd('analyse')} on it later", "WARNING")
         status = 1
     elif job.analyse:
         status |= _parse(rank_dir, job)
@@ -1336,7 +1338,7 @@ def _parse(rank_dir: Path, job: CaptureJob) -> int:
         return 1
     if not outcome.ok:
         why = f"{outcome.status}" + (f": {outcome.reason}" if outcome.reason else "")
-        _log(rank_dir, f"not analysed ({why}); run npuprof analyse on it later", "WARNING")
+        _log(rank_dir, f"not analysed ({why}); run {npuprof_cmd('analyse')} on it later", "WARNING")
         return 1
     if outcome.status == "cached":  # an `npuprof analyse` of the run in flight parsed it first
         _log(rank_dir, "already analysed (by another parse, an npuprof analyse?): its tables are kept")
@@ -1466,7 +1468,7 @@ def _log_unusable(line: bytes, why: str) -> None:
     except (ValueError, AttributeError, RecursionError):
         return
     if isinstance(rank_dir, str):
-        _log(Path(rank_dir), f"not post-processed: {why}; run npuprof analyse", "ERROR")
+        _log(Path(rank_dir), f"not post-processed: {why}; run {npuprof_cmd('analyse')}", "ERROR")
 
 
 def read_jobs(fd: int, parent_fd: int | None, poll_s: float = 1.0) -> Iterator[bytes]:

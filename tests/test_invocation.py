@@ -1,0 +1,78 @@
+"""The npuprof commands that messages suggest run as the user ran npuprof: README's first command is
+`.venv/bin/npuprof run ...` in a venv not activated, whose `next: npuprof analyse DIR` was "command not
+found"."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import clean_env, sched, trainer
+
+
+def _console_script(bin_dir: Path) -> Path:
+    """An `npuprof` as pip installs it into a venv's bin/: this Python runs npuprof's main."""
+    bin_dir.mkdir(parents=True)
+    script = bin_dir / "npuprof"
+    script.write_text(
+        f"#!{sys.executable}\nimport sys\nfrom npuprof.cli.main import main\n\nsys.exit(main())\n"
+    )
+    script.chmod(0o755)
+    return script
+
+
+def _env(*first_on_path: Path) -> dict[str, str]:
+    env = clean_env()
+    env["PATH"] = os.pathsep.join([*map(str, first_on_path), env.get("PATH", os.defpath)])
+    return env
+
+
+def test_the_run_summary_suggests_the_path_the_user_ran(tmp_path: Path) -> None:
+    _console_script(tmp_path / "my venv" / "bin")  # not on PATH, a space in its path
+    out = tmp_path / "out"
+    argv = ["my venv/bin/npuprof", "run", "-o", "out", "--no-analyse", *sched(1, 0, 1)]
+    result = subprocess.run(
+        [*argv, "--", *trainer("--steps", "4")],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    (next_line,) = [line for line in result.stderr.splitlines() if line.startswith("next:")]
+    assert next_line.startswith(f"next: 'my venv/bin/npuprof' analyse {shlex.quote(str(out))}   "), next_line
+    # what it suggests runs, from where the user is
+    again = subprocess.run(
+        ["sh", "-c", next_line.split("   ")[0].removeprefix("next: ")],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+    )
+    assert again.returncode == 0, again.stderr
+
+
+def test_npuprof_on_path_is_suggested_bare_and_another_path_as_given(tmp_path: Path) -> None:
+    script = _console_script(tmp_path / "venv" / "bin")
+    watched = tmp_path / "dyn"
+    watched.mkdir()
+    (watched / "profiler_config.json").write_text("{}")  # as `npuprof run --dynamic` leaves it
+    for how, env, expected in [
+        ("venv/bin/npuprof", _env(), "venv/bin/npuprof"),  # not on PATH
+        (str(script), _env(), str(script)),
+        ("venv/bin/npuprof", _env(script.parent), "npuprof"),  # PATH's npuprof is this one
+        ("npuprof", _env(script.parent), "npuprof"),
+    ]:
+        result = subprocess.run(
+            [how, "trigger", str(watched), "--active", "1"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.returncode == 0, result.stderr
+        assert f"; see {expected} status {watched}\n" in result.stdout, (how, result.stdout)
