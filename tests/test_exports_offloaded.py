@@ -168,7 +168,7 @@ def test_memory_timeline_matches_the_allocator_records(run: SimpleNamespace) -> 
 
 def test_an_output_not_produced_is_named_at_the_end_with_its_fix(run: SimpleNamespace) -> None:
     """(Each of the run's two captures is named once, with its fix.)"""
-    tail = run.stderr[run.stderr.index("next: ") :]
+    tail = run.stderr[run.stderr.index(" capture(s) in ") :]  # the run's summary
     assert len([x for x in tail.splitlines() if "memory_timeline.html not produced" in x]) == 2, tail
     said = " ".join(tail.split())  # whole lines in a log, wrapped where COLUMNS is set: the words count
     for rank_dir in (run.rank_dir, run.second):
@@ -203,8 +203,9 @@ def test_with_modules_without_with_stack_is_named_at_the_end(tmp_path: Path) -> 
     assert result.returncode == 0, result.stderr
     (rank_dir,) = rank_dirs(out)
     assert not list(rank_dir.glob("memory_timeline.*"))
-    tail = result.stderr[result.stderr.index("next: ") :]
-    assert "memory_timeline.* not produced" in tail and "fix: add --with-stack" in tail, tail
+    notes, _, last = result.stderr.partition("\nnext: ")
+    assert "memory_timeline.* not produced" in notes and "fix: add --with-stack" in notes, result.stderr
+    assert "\n" not in last.rstrip("\n"), result.stderr  # `next:` is the summary's last line, after its notes
 
 
 def test_the_launcher_can_tell_before_the_job_starts(tmp_path: Path) -> None:

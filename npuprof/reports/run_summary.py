@@ -204,35 +204,11 @@ def print_run_summary(
             _say_requests_without_what_exports_need(console, captures, cfg)
     if cfg.dynamic is not None:
         _say_request_not_reached(console, captures, Path(cfg.dynamic))
-    target = escape(shell_quote(str(output)))  # for rich: "[x]" in a path is markup
-    run_flag = f" --run {run_id}" if run_id and _analyse_reports_another_run(output, run_id) else ""
-    elsewhere = sorted({c.rank_dir.parent for c in captures if not c.rank_dir.is_relative_to(output)})
-    if all(c.record_only for c in captures):  # every capture skipped: its record says why, above
-        console.print(
-            f"next: nothing to analyse, no capture holds a trace   (exit code of the job: {exit_code})"
-        )
-    elif any(c.rank_dir.is_relative_to(output) for c in captures):
-        # one line, however long (the terminal folds it): a command split by newlines cannot be copied
-        console.print(
-            f"next: [bold]{escape(npuprof_cmd())} analyse {target}{run_flag}[/]   "
-            f"(exit code of the job: {exit_code})",
-            soft_wrap=True,
-        )
-    else:  # every capture went to a --dynamic prof_dir outside -o
-        console.print(f"next: (exit code of the job: {exit_code}; no capture in {target})")
-    for root in elsewhere:  # --dynamic's prof_dir outside -o
-        count = sum(1 for c in captures if c.rank_dir.parent == root)
-        console.print(
-            f"      [bold]{escape(npuprof_cmd('analyse ' + shell_quote(str(root))))}[/]   "
-            f"({count} of the captures, "
-            f"outside {target})",
-            soft_wrap=True,
-        )
     if cfg.export_chrome_trace:
         traces = chrome_traces_written(lines, captures)
         if traces:
             more = f" and {len(traces) - 1} more (npuprof.log names them)" if len(traces) > 1 else ""
-            console.print(f"--export-chrome-trace: {escape(traces[0])}{more}", soft_wrap=True)
+            console.print(f"npuprof: --export-chrome-trace: {escape(traces[0])}{more}", soft_wrap=True)
     running = outliving_the_job(run_id)  # said below: they may record yet
     for note in _ranks_short_of_captures(agents, captures, cfg, {str(pid) for pid in running}):
         console.print(f"[bold yellow]npuprof:[/] {escape(note)}", soft_wrap=True)
@@ -270,14 +246,6 @@ def print_run_summary(
             f"[bold yellow]npuprof:[/] the job's first process ended, but {_still_running(running)}: what "
             "they capture from now on is not listed here (npuprof analyse reads it once they end)"
         )
-    if cfg.export_db and any(layout.has_profiler_db(c.rank_dir) for c in captures):
-        # the db export is for msprof-analyze's recipes (README); where none was written, nothing to point at
-        recipe = "hccl_sum" if any(c.rank is not None for c in captures) else "compute_op_sum"
-        console.print(
-            f"      [bold]msprof-analyze cluster -d {target} -m {recipe}[/]   (or any db recipe"
-            f"{escape(msprof_reads_latest_only(captures))})",
-            soft_wrap=True,
-        )
     if run_id:  # requested outputs that could not be produced, with their fix (npuprof/results/extras.py)
         from npuprof.results.extras import not_produced_notes
         from npuprof.results.postprocess import RESTARTS, deaths_in, pipe_closed
@@ -299,6 +267,40 @@ def print_run_summary(
                 f"kill); a new one takes the captures after it, {RESTARTS} times at most a process; see "
                 f"{escape(str(log_path))}"
             )
+    # the summary's last lines: what to run next (its notes above, so that the command is what a reader
+    # sees last and copies)
+    target = escape(shell_quote(str(output)))  # for rich: "[x]" in a path is markup
+    run_flag = f" --run {run_id}" if run_id and _analyse_reports_another_run(output, run_id) else ""
+    elsewhere = sorted({c.rank_dir.parent for c in captures if not c.rank_dir.is_relative_to(output)})
+    if all(c.record_only for c in captures):  # every capture skipped: its record says why, above
+        console.print(
+            f"next: nothing to analyse, no capture holds a trace   (exit code of the job: {exit_code})"
+        )
+    elif any(c.rank_dir.is_relative_to(output) for c in captures):
+        # one line, however long (the terminal folds it): a command split by newlines cannot be copied
+        console.print(
+            f"next: [bold]{escape(npuprof_cmd())} analyse {target}{run_flag}[/]   "
+            f"(exit code of the job: {exit_code})",
+            soft_wrap=True,
+        )
+    else:  # every capture went to a --dynamic prof_dir outside -o
+        console.print(f"next: (exit code of the job: {exit_code}; no capture in {target})")
+    for root in elsewhere:  # --dynamic's prof_dir outside -o
+        count = sum(1 for c in captures if c.rank_dir.parent == root)
+        console.print(
+            f"      [bold]{escape(npuprof_cmd('analyse ' + shell_quote(str(root))))}[/]   "
+            f"({count} of the captures, "
+            f"outside {target})",
+            soft_wrap=True,
+        )
+    if cfg.export_db and any(layout.has_profiler_db(c.rank_dir) for c in captures):
+        # the db export is for msprof-analyze's recipes (README); where none was written, nothing to point at
+        recipe = "hccl_sum" if any(c.rank is not None for c in captures) else "compute_op_sum"
+        console.print(
+            f"      [bold]msprof-analyze cluster -d {target} -m {recipe}[/]   (or any db recipe"
+            f"{escape(msprof_reads_latest_only(captures))})",
+            soft_wrap=True,
+        )
 
 
 def no_capture_line(
