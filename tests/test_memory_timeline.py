@@ -9,6 +9,7 @@ import json
 import re
 import shutil
 import sys
+import zlib
 from collections import defaultdict
 from html import unescape
 from pathlib import Path
@@ -668,3 +669,51 @@ def test_the_count_of_memory_events_written_is_the_traces(tmp_path):
     assert proc.returncode == 0, proc.stderr
     said = " ".join((proc.stdout + proc.stderr).split())
     assert f"(cuda:0, {len(events)} memory events, from the trace" in said, said
+
+
+def _complete_lists(text: bytes) -> list[list[int]]:
+    """The complete [t, action, numbytes, category] lists of a raw timeline's beginning, read one at a time
+    with Python's json (not npuprof's reader)."""
+    decoder, at, found = json.JSONDecoder(), text.index(b"[") + 1, []
+    source = text.decode()
+    while True:
+        while at < len(source) and source[at] in " ,":
+            at += 1
+        try:
+            item, at = decoder.raw_decode(source, at)
+        except json.JSONDecodeError:
+            return found
+        found.append(item)
+
+
+def test_a_raw_timeline_cut_short_is_read_up_to_its_last_complete_time(made, tmp_path):
+    """The run's raw.json.gz cut short (its first and only gzip member; a later member cut short the same)
+    was refused whole: "Compressed file ended before the end-of-stream marker was reached". It is read up to
+    its last complete event, less the events of the last time read (the cut may have taken others of that
+    time), with a warning; cut before any time is whole, one line says there is nothing to read."""
+    whole = gzip.decompress((full_capture() / mt.RAW_FILE).read_bytes())
+    events = json.loads(whole)
+    assert len(events) > 50 and len({e[0] for e in events}) > 10
+    packed, half = gzip.compress(whole, mtime=0), len(whole) // 2
+    cuts = {
+        "first member": packed[: len(packed) * 2 // 3],
+        "second member": gzip.compress(whole[:half], mtime=0) + gzip.compress(whole[half:], mtime=0)[:-20],
+    }
+    for what, data in cuts.items():
+        path = tmp_path / "cut.raw.json.gz"
+        path.write_bytes(data)
+        text = zlib.decompressobj(31).decompress(data) if what == "first member" else whole[:half]
+        complete = _complete_lists(text)
+        want = [e for e in complete if e[0] != complete[-1][0]]
+        assert 0 < len(want) < len(events) - 1, what
+        out = tmp_path / "out.raw.json.gz"
+        proc = cli("memory-timeline", str(path), "-o", str(out))
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(gzip.decompress(out.read_bytes())) == want, what
+        said = " ".join(proc.stderr.split())
+        assert f"the raw timeline is cut short: it ends after {len(text)} bytes" in said, said
+        assert f"read the {len(want)} complete event(s) before the cut" in said, said
+    path.write_bytes(gzip.compress(whole[: whole.index(b"]") + 2], mtime=0)[:-8])  # one event, no more
+    proc = cli("memory-timeline", str(path), "-o", str(tmp_path / "none.json"))
+    assert proc.returncode == 1 and "nothing to read: the raw timeline ends after" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "none.json").exists(), proc.stderr

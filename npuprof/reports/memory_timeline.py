@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from npuprof.analysis.gzip_members import GzipMembers, is_gzip
+from npuprof.analysis.trace_cut import is_cut_short
 from npuprof.analysis.vocabulary import DEVICE_TYPES
 from npuprof.results import layout
 from npuprof.results.atomic import utf8_bytes, write_bytes
@@ -549,16 +550,25 @@ def _choose_device(device: str | None, available: list[str]) -> str:
 def read_raw(path: Path, notes: list[str] | None = None) -> list[RawEvent]:
     """The raw timeline at ``path`` (gzipped or not); what was left out after its gzip data goes into
     ``notes`` (``GzipMembers.ignored_note``), or into the error when the JSON went on there (a member cut
-    short: the timeline is truncated, and that says why)."""
+    short: the timeline is truncated, and that says why). Given ``notes``, a timeline cut short is read up to
+    its last complete event, less those of its last time, with a note (:func:`_cut_short`); without them
+    (torch's own export, read back in the job) it is refused as truncated."""
     note: str | None = None
     try:
         if is_gzip(path):
-            with GzipMembers(path) as src:
+            with GzipMembers(path, cut_ok=notes is not None) as src:
                 data = src.read()
             note = src.ignored_note()
         else:
             data = path.read_bytes()
-        events = json.loads(data)
+        try:
+            events = json.loads(data)
+        except ValueError:
+            found = _cut_short(data) if notes is not None else None
+            if found is None:
+                raise
+            events, cut_note = found
+            note = f"{note}; {cut_note}" if note else cut_note
     except (OSError, EOFError, ValueError, zlib.error, RecursionError) as exc:
         raise MemoryTimelineError(f"cannot read {path}: {exc}" + (f"; {note}" if note else "")) from None
     if note and notes is not None:
@@ -572,6 +582,41 @@ def read_raw(path: Path, notes: list[str] | None = None) -> list[RawEvent]:
     if any(not -_INT64 <= value < _INT64 for event in raw for value in event):
         raise MemoryTimelineError(f"{path} is not a raw memory timeline: a number is out of range")
     return raw
+
+
+_CUT_CAUSES = "(a job killed while it wrote the timeline, a copy cut short, a full disk?)"
+
+
+def _cut_short(data: bytes) -> tuple[list[Any], str] | None:
+    """A raw timeline cut short (its JSON list never closes; docs/formats.md, "Traces cut short"): its
+    complete events less those of the last time read, and one line that says so; None when ``data`` is
+    no list of lists cut short (refused as it is). torch writes the events in time order, each time's
+    several (an INCREMENT_VERSION's two halves among them) together: the cut may have taken some of the
+    last time's, whose sum would then be wrong, so that time is left out. ValueError when no event is left."""
+    text = data.rstrip(b"\0")
+    nuls = len(data) - len(text)
+    if not text.lstrip(b" \t\r\n").startswith(b"[") or not is_cut_short(text):
+        return None
+    end = text.rfind(b"]") + 1  # the events are lists of numbers: each "]" ends one
+    try:
+        events = json.loads(text[:end] + b"]") if end else []
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(events, list) or not all(isinstance(e, list) and len(e) == 4 for e in events):
+        return None
+    last = events[-1][0] if events else None
+    kept = [e for e in events if e[0] != last]
+    zeros = f" ({nuls} NUL bytes at its end: a write cut short by a crash or a full disk)" if nuls else ""
+    where = f"ends after {len(text)} bytes{zeros}, before its JSON closes"
+    if not kept:
+        first = "its first event" if not events else f"an event of a time after its first ({last})"
+        what = f"the raw timeline {where}, before {first} is complete"
+        raise ValueError(f"nothing to read: {what} {_CUT_CAUSES}")
+    return kept, (
+        f"the raw timeline is cut short: it {where}; read the {len(kept)} complete event(s) before the cut, "
+        f"up to time {kept[-1][0]} ns; the {len(events) - len(kept)} complete one(s) at its last time read "
+        f"({last} ns) left out, as the cut may have taken others of that time {_CUT_CAUSES}"
+    )
 
 
 def read_meta(path: Path) -> dict[str, object]:
