@@ -206,3 +206,27 @@ def test_a_cut_right_after_a_list_in_an_events_args_is_no_end_of_the_events(
         for cut in (end, end + 1, data.index(b"}", end) + 1):  # after "]]", its comma, its args' "}"
             path.write_bytes(data[:cut])
             assert len(load_trace(path).events) == len(complete_events(data[:cut])), cut
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_cut_inside_a_nan_or_infinity_a_script_wrote_is_read_as_any_other_cut(
+    tmp_path: Path, gz: bool
+) -> None:
+    """A trace a script wrote with json.dump, whose args hold NaN, Infinity and -Infinity (Python's json
+    writes them so), cut inside one of those words or right after it, was refused ("truncated: ... before
+    its JSON closes"), while a cut anywhere else in it read its complete events."""
+    events = [
+        {"ph": "X", "name": f"op{i}", "pid": 1, "tid": 1, "ts": 10.0 * i, "dur": 5.0}
+        | {"args": {"v": float("inf") if i % 2 else -float("inf"), "w": float("nan"), "n": [[1, 2]]}}
+        for i in range(8)
+    ]
+    data = json.dumps({"traceEvents": events}).encode()
+    at = data.index(b'"op3"')
+    words = [(data.index(word, at), len(word)) for word in (b"Infinity", b"NaN", b"-Infinity")]
+    path = tmp_path / ("cut.json.gz" if gz else "cut.json")
+    for cut in sorted({c for start, size in words for c in range(start - 1, start + size + 2)}):
+        path.write_bytes(gzip.compress(data[:cut], 1) if gz else data[:cut])
+        want = complete_events(data[:cut])  # Python's json reads NaN and Infinity
+        trace = load_trace(path)
+        assert [e.name for e in trace.events] == [e["name"] for e in want] and len(want) in (3, 4), cut
+        assert f"read the {len(want)} complete event(s)" in trace.cut_note, cut

@@ -79,7 +79,29 @@ def cut_in(body: bytes, kineto: bool) -> tuple[int, bool] | None:
     if found is not None:
         return found
     mended = _mended(body)
-    return _cut_in(mended, kineto) if mended != body else None
+    found = _cut_in(mended, kineto) if mended != body else None
+    if found is not None:
+        return found
+    before = _before_cut_token(body)
+    return cut_in(body[:before], kineto) if before is not None else None
+
+
+_NOT_A_NUMBER_WORDS = (b"NaN", b"Infinity", b"-Infinity")  # what Python's json.dump writes for them
+
+
+def _before_cut_token(body: bytes) -> int | None:
+    """Where a NaN or Infinity a script wrote, that ``body`` ends in (cut inside it, or right after it
+    before what ends a value), starts: the repairs mend only one that is followed by what ends a value,
+    and msgspec refuses its first letter; None when ``body`` ends in no such token after a ":", "," or "["."""
+    end = len(body.rstrip(_WS))
+    start = end
+    while start > 0 and start > end - 9 and (body[start - 1 : start].isalpha() or body[start - 1] == 0x2D):
+        start -= 1
+    token = body[start:end]
+    if not token or not any(word.startswith(token) for word in _NOT_A_NUMBER_WORDS) or token == b"-":
+        return None
+    before = body[:start].rstrip(_WS)
+    return start if before[-1:] in (b":", b",", b"[") else None
 
 
 def _mended(text: bytes) -> bytes:
