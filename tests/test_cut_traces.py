@@ -230,3 +230,31 @@ def test_a_cut_inside_a_nan_or_infinity_a_script_wrote_is_read_as_any_other_cut(
         trace = load_trace(path)
         assert [e.name for e in trace.events] == [e["name"] for e in want] and len(want) in (3, 4), cut
         assert f"read the {len(want)} complete event(s)" in trace.cut_note, cut
+
+
+def test_a_nan_arg_before_the_cut_does_not_hide_the_time_of_the_last_event_read(
+    torchrun_capture: Path, tmp_path: Path
+) -> None:
+    """The real Kineto trace with a NaN arg in each span (a record_function's float arg a script passed),
+    cut where the last event read (its Python functions, written after the operators) starts before the end
+    of steps read whole as spans: the time of the last event read was taken with no repairs, so a NaN
+    anywhere in the trace's last 4 MiB hid it, and those steps were kept as whole (their events after that
+    time cut off). The steps kept are those that end before it, as in the trace without the NaN."""
+    (raw,) = sorted(torchrun_capture.glob("*_ascend_pt"))[0].glob("*.pt.trace.json")
+    trace = json.loads(raw.read_bytes())
+    for event in trace["traceEvents"]:
+        if event.get("ph") == "X" and isinstance(event.get("args"), dict):
+            event["args"]["scale"] = float("nan")
+    data = json.dumps(trace, indent=1).encode()
+    path, lying = tmp_path / "cut.pt.trace.json", 0
+    for tenth in range(1, 10):
+        cut = data[: len(data) * tenth // 10]
+        events = complete_events(cut)
+        last = next(e["ts"] for e in reversed(events) if isinstance(e.get("ts"), int | float))
+        steps = [e for e in events if e.get("ph") == "X" and e["name"].startswith("ProfilerStep#")]
+        kept = [int(e["name"].split("#")[1]) for e in steps if e["ts"] + e["dur"] <= last and e["ts"] < last]
+        lying += len(kept) < len(steps) - 1  # a step ends after the last event read, and is not the last
+        path.write_bytes(cut)
+        extract, _meta, _end = scan_mod.scan(path)
+        assert sorted(n for n, *_ in extract.steps) == kept, tenth
+    assert lying, "no cut falls where the last event read starts before the end of a step read whole"

@@ -17,7 +17,7 @@ import msgspec
 
 from npuprof.analysis.trace_repairs import repaired_names, repaired_strings, repaired_values
 
-__all__ = ["CUT_TRIES", "Cut", "cut_in", "is_cut_short"]
+__all__ = ["CUT_TRIES", "Cut", "cut_in", "is_cut_short", "mended"]
 
 _RAW = msgspec.json.Decoder(msgspec.Raw)
 _RAW_EVENTS = msgspec.json.Decoder(list[msgspec.Raw])
@@ -78,8 +78,8 @@ def cut_in(body: bytes, kineto: bool) -> tuple[int, bool] | None:
     found = _cut_in(body, kineto)
     if found is not None:
         return found
-    mended = _mended(body)
-    found = _cut_in(mended, kineto) if mended != body else None
+    repaired = mended(body)
+    found = _cut_in(repaired, kineto) if repaired != body else None
     if found is not None:
         return found
     before = _before_cut_token(body)
@@ -104,13 +104,14 @@ def _before_cut_token(body: bytes) -> int | None:
     return start if before[-1:] in (b":", b",", b"[") else None
 
 
-def _mended(text: bytes) -> bytes:
+def mended(text: bytes) -> bytes:
+    """``text`` with the same-length repairs of ``analysis/trace_repairs.py`` made (the reader's own)."""
     repaired = repaired_strings(text)
-    mended = repaired[0] if repaired else text
-    valued = repaired_values(mended)
-    mended = valued[0] if valued else mended
-    named = repaired_names(mended)
-    return bytes(named[0] if named else mended)
+    out = repaired[0] if repaired else text
+    valued = repaired_values(out)
+    out = valued[0] if valued else out
+    named = repaired_names(out)
+    return bytes(named[0] if named else out)
 
 
 def _cut_in(body: bytes, kineto: bool) -> tuple[int, bool] | None:

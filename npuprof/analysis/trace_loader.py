@@ -64,7 +64,7 @@ from npuprof.analysis import vocabulary as vocab
 from npuprof.analysis.cells import json_string_text
 from npuprof.analysis.damaged import LEAD, Damaged
 from npuprof.analysis.gzip_members import MAGIC, GzipMembers, is_gzip
-from npuprof.analysis.trace_cut import Cut, cut_in, is_cut_short
+from npuprof.analysis.trace_cut import Cut, cut_in, is_cut_short, mended
 from npuprof.analysis.trace_repairs import (
     NOT_A_NUMBER,
     SURROGATE_ESCAPE,
@@ -980,11 +980,16 @@ class TraceReader:
 
     def _last_time(self, events: bytes) -> float | None:
         """The ``ts`` of the last of ``events`` (complete events, "," between them) that has one, as the
-        reader gives times (relative to ``ts_base``)."""
+        reader gives times (relative to ``ts_base``). Events the reader mends (a NaN arg a script wrote, bytes
+        that are not UTF-8) are read mended: else one of them anywhere in ``events`` hid every time."""
+        framed = b"[" + events + b"]"
         try:
-            raws = _RAW_EVENTS.decode(b"[" + events + b"]")
+            raws = _RAW_EVENTS.decode(framed)
         except (msgspec.DecodeError, RecursionError):
-            return None
+            try:
+                raws = _RAW_EVENTS.decode(mended(framed))
+            except (msgspec.DecodeError, RecursionError):
+                return None
         for raw in reversed(raws[-4096:]):
             try:
                 event = _ANY.decode(raw)
