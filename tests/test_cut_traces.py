@@ -258,3 +258,35 @@ def test_a_nan_arg_before_the_cut_does_not_hide_the_time_of_the_last_event_read(
         extract, _meta, _end = scan_mod.scan(path)
         assert sorted(n for n, *_ in extract.steps) == kept, tenth
     assert lying, "no cut falls where the last event read starts before the end of a step read whole"
+
+
+def test_a_gz_trace_cut_short_then_nul_bytes_reads_only_what_was_written(
+    torchrun_capture: Path, tmp_path: Path
+) -> None:
+    """A .gz trace whose write was cut short on a disk that then held NUL bytes past it (a file preallocated,
+    or extended by a crash): the NUL bytes were decompressed as the member's deflate codes, and their bits
+    gave text never written (copies of earlier events, read as events) or text that is no JSON (refused as
+    truncated). They are no part of the member: its events read are those before the cut, and the note says
+    the NUL bytes were not read. A whole member's own last bytes that are zeros (its size) still end it."""
+    (raw,) = sorted(torchrun_capture.glob("*_ascend_pt"))[1].glob("*.pt.trace.json.gz")
+    packed = raw.read_bytes()
+    path = tmp_path / "cut.pt.trace.json.gz"
+    for tenth in (2, 5, 7):
+        cut = packed[: len(packed) * tenth // 10]
+        want = complete_events(zlib.decompressobj(31).decompress(cut))
+        path.write_bytes(cut + bytes(4096))
+        trace = load_trace(path)
+        assert [(e.name, e.ts) for e in trace.events if e.ph == "X"] == [
+            (e["name"], pytest.approx(e["ts"])) for e in want if e["ph"] == "X"
+        ], tenth
+        assert trace.events_read == len(want), tenth
+        assert "the 4096 NUL bytes after it (a write cut short by a crash or a full disk) were not" in (
+            trace.gzip_note or ""
+        ), trace.gzip_note
+    small = gzip.compress(
+        b'{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 1, "pid": 1, "tid": 1}]}'
+    )
+    assert small.endswith(b"\0")  # its size, under 16 MiB, ends in a zero byte
+    path.write_bytes(small + bytes(100))
+    trace = load_trace(path)
+    assert [e.name for e in trace.events] == ["a"] and trace.cut is None and "zero padding" in trace.gzip_note

@@ -10,7 +10,8 @@ until the member ends (up to ``HOLD_LIMIT``), so none of a member that is not wh
 first member, and a later one past the limit, are read as they come, and when cut short raise EOFError as
 ``gzip`` does (truncated: never read as complete). For a trace reader (``cut_ok``) such a member cut short
 ends the data where it stops: the JSON reader then reads the complete events of a trace cut short and says
-where it was cut. Whether the data read is a whole trace is still the
+where it was cut; NUL bytes that end the file after it are not decompressed (their bits would decode as
+deflate codes: text never written). Whether the data read is a whole trace is still the
 JSON reader's to say: a trace whose text goes on in a dropped member is reported as truncated there.
 """
 
@@ -20,11 +21,13 @@ import io
 import os
 import zlib
 from pathlib import Path
+from typing import BinaryIO
 
 MAGIC = b"\x1f\x8b"
 BLOCK = 1 << 20  # compressed bytes read at a time
 OUT_LIMIT = 8 << 20  # decompressed bytes made at a time
 HOLD_LIMIT = 64 << 20  # a later member's data held back until it ends, at most
+ZERO_PROBE = 64 << 10  # NUL bytes at the file's end tried as the end of the member before them, at most
 
 
 def is_gzip(path: str | Path) -> bool:
@@ -59,6 +62,11 @@ class GzipMembers(io.RawIOBase):
         self._pos = 0
         self.ignored = 0  # bytes after the last member read, left out
         self.ignored_what = ""  # what they were, in a few words
+        # where the NUL bytes that end the file start (its size when none): a member is not fed past it
+        # until it is known to end in them (_ends_in_zeros), as their bits would decode as deflate codes
+        self._size = os.fstat(self._raw.fileno()).st_size
+        self._zeros_at = _zeros_start(self._raw, self._size)
+        self.cut_zeros = 0  # NUL bytes after a member cut short (cut_ok), not read
 
     def readable(self) -> bool:
         return True
@@ -99,9 +107,13 @@ class GzipMembers(io.RawIOBase):
     def ignored_note(self) -> str | None:
         """One line for the user when bytes were left out; None when none were."""
         if self.cut_short:
+            zeros = self.cut_zeros and (
+                f"; the {self.cut_zeros} NUL bytes after it (a write cut short by a crash or a full disk) "
+                "were not"
+            )
             return (
                 f"the gzip data ends early, in a member cut short ({self.cut_short} compressed bytes, no "
-                "end-of-stream marker): what it holds was decompressed and read"
+                f"end-of-stream marker): what it holds was decompressed and read{zeros or ''}"
             )
         if not self.ignored:
             return None
@@ -119,8 +131,13 @@ class GzipMembers(io.RawIOBase):
         if inflate.eof:
             self._next_member(inflate.unused_data)
             return
-        data = inflate.unconsumed_tail or self._feed or self._read()
+        data = inflate.unconsumed_tail or self._feed or self._read(gated=True)
         self._feed = b""
+        if not data and self._consumed == self._zeros_at < self._size:
+            if self._ends_in_zeros():
+                self._zeros_at = self._size  # the member's last bytes are zeros: fed as any
+                return
+            self.cut_zeros = self._size - self._zeros_at
         if not data:
             if not self._holding and self.cut_ok:  # the trace reader reads the complete events of its data
                 self.cut_short = max(1, self._consumed - self._member_at)
@@ -146,10 +163,28 @@ class GzipMembers(io.RawIOBase):
             self._emit(self._held)
             self._held = bytearray()
 
-    def _read(self) -> bytes:
-        data = self._raw.read(BLOCK)
+    def _read(self, gated: bool = False) -> bytes:
+        """The next compressed bytes; ``gated`` (a member's data): none past ``_zeros_at``."""
+        size = min(BLOCK, self._zeros_at - self._consumed) if gated else BLOCK
+        data = self._raw.read(size) if size > 0 else b""
         self._consumed += len(data)
         return data
+
+    def _ends_in_zeros(self) -> bool:
+        """Whether the member being read ends in the NUL bytes that end the file (its trailer's ISIZE, a
+        small size, ends in zeros; the end-of-block code may be zero bits): fed to a copy of its
+        decompressor, they end it with its CRC and size checked. Else they are no part of it (a file
+        preallocated, or extended by a crash, whose write was cut short): decoded, their bits would give
+        data never written (copies of earlier text). The first ZERO_PROBE of them are tried."""
+        probe = self._inflate.copy()
+        zeros = bytes(min(ZERO_PROBE, self._size - self._zeros_at))
+        try:
+            while zeros and not probe.eof:
+                probe.decompress(zeros, OUT_LIMIT)
+                zeros = probe.unconsumed_tail
+        except zlib.error:
+            return False
+        return probe.eof
 
     def _next_member(self, rest: bytes) -> None:
         """After a member's end: its held data out, then the next member, or the end."""
@@ -182,3 +217,20 @@ class GzipMembers(io.RawIOBase):
         self._done = True
         self.ignored = os.fstat(self._raw.fileno()).st_size - self._member_at
         self.ignored_what = what
+
+
+def _zeros_start(raw: BinaryIO, size: int) -> int:
+    """Where the run of NUL bytes that ends the file open as ``raw`` starts (``size`` when it ends in none);
+    ``raw`` is left at its start."""
+    end, span = size, 4096  # a whole member ends in a few zeros at most: read little first
+    while end > 0:
+        start = max(0, end - span)
+        raw.seek(start)
+        block = raw.read(end - start)
+        kept = len(block.rstrip(b"\0"))
+        if kept:
+            end = start + kept
+            break
+        end, span = start, BLOCK
+    raw.seek(0)
+    return end
