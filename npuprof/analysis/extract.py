@@ -1150,7 +1150,6 @@ class Extract:
         if len(other):
             phases = Counter(str(p) if p else "(none)" for p in map(_PH, _pick(events, other)))
             self.unread_phases.update({p: k for p, k in phases.items() if p not in _FLOW_PHASES})
-        self._span(events, is_x)
         sel = _Selection(events)
         sel.oi = np.flatnonzero(is_x & (cat == _CPU_OP))
         sel.ops = _pick(events, sel.oi)
@@ -1318,7 +1317,9 @@ class Extract:
         if missing.any():
             self.timeless += int(missing.sum())
             is_x = is_x & ~missing
-        return self._ending_in_time(events, is_x, ts, dur)
+        is_x = self._ending_in_time(events, is_x, ts, dur)
+        self._span(ts, dur, is_x)
+        return is_x
 
     def _ending_in_time(
         self, events: list[Any], is_x: np.ndarray, ts: list[float], dur: np.ndarray
@@ -1346,16 +1347,19 @@ class Extract:
         is_x[far] = False
         return is_x
 
-    def _span(self, events: list[Any], is_x: np.ndarray) -> None:
-        """First start and last end of the complete events; only needed for a trace without steps, so
-        skipped once a step has been seen."""
-        if self.steps or not is_x.any():
+    def _span(self, ts: list[Any], dur: np.ndarray, is_x: np.ndarray) -> None:
+        """First start and last end of the complete events (``is_x``; ``ts`` and ``dur`` of every event of
+        the chunk), from every chunk, steps or not: the row of a trace without steps, or of one cut short
+        whose steps were all left out (Extract.take_cut), and the db's session times. (Once skipped after
+        the first step, they were the span of the chunks up to it: -j 1 and -j 3 gave different figures.)"""
+        if not is_x.any():
             return
-        n = len(events)
-        ts = np.fromiter(map(_TS, events), np.float64, n)[is_x]
-        end = ts + np.fromiter(map(_DUR, events), np.float64, n)[is_x]
-        self.first_ts = min(self.first_ts, float(ts.min()))
-        self.last_ts = max(self.last_ts, float(end.max()))
+        try:
+            start = np.array(ts, np.float64)[is_x]
+        except (TypeError, ValueError):  # a ts left as text (timeless, so not in is_x)
+            start = np.fromiter((t if isinstance(t, float) else 0.0 for t in ts), np.float64, len(ts))[is_x]
+        self.first_ts = min(self.first_ts, float(start.min()))
+        self.last_ts = max(self.last_ts, float((start + dur[is_x]).max()))
 
     def _add_typed(self, events: list[Any]) -> bool:
         """The fast path for a chunk decoded into typed structs (their phases are known by category);
@@ -1364,7 +1368,6 @@ class Extract:
         kind = np.fromiter(map(_KIND_CODES.__getitem__, map(type, events)), np.int8, n)
         self.event_count += n
         is_x = self._timed(events, (kind != _K_INST) & (kind != _K_FLOW))
-        self._span(events, is_x)
         sel = _Selection(events)
         sel.oi = np.flatnonzero(is_x & (kind == _K_OP))
         sel.ops = _pick(events, sel.oi)
