@@ -312,3 +312,28 @@ def test_the_span_of_a_trace_is_of_all_its_events_however_it_is_read_in_blocks(
         assert extract.first_ts == pytest.approx(min(e["ts"] for e in spans), abs=1e-3), cut
         assert extract.last_ts == pytest.approx(max(e["ts"] + e["dur"] for e in spans), abs=1e-3), cut
     assert not extract.steps and extract.open_steps, "the cut at 3/10 leaves no step whole"
+
+
+def test_a_cut_in_the_trailer_kineto_writes_after_every_activity_leaves_every_step_whole(
+    torchrun_capture: Path, tmp_path: Path
+) -> None:
+    """Kineto writes its own trailer after every activity: the profiler's span ("PyTorch Profiler (0)",
+    process "Spans"), its metadata and marks ("Iteration Start", "Record Window End"), all timed at the
+    trace's start or end. A cut there took the start of the last event read from them (metadata events
+    included, whose ts Kineto sets to the trace's start): every step was left out ("step(s) 3, 4, 5 left
+    out", the real capture cut at byte 658000 of 658501) though all its activities were read. Their times
+    do not tell how far the activities had got: the steps are those of the whole trace."""
+    (raw,) = sorted(torchrun_capture.glob("*_ascend_pt"))[0].glob("*.pt.trace.json")
+    data = raw.read_bytes()
+    steps = sorted(
+        int(e["name"].split("#")[1])
+        for e in json.loads(data)["traceEvents"]
+        if e["name"].startswith("ProfilerStep#")
+    )
+    assert steps
+    trailer = data.rfind(b"{", 0, data.index(b'"pid": "Spans"'))
+    path = tmp_path / "cut.pt.trace.json"
+    for cut in range(trailer + 1, data.rindex(b"]"), 23):
+        path.write_bytes(data[:cut])
+        extract, _meta, _end = scan_mod.scan(path)
+        assert sorted(n for n, *_ in extract.steps) == steps and not extract.open_steps, cut

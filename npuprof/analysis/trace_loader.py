@@ -979,8 +979,9 @@ class TraceReader:
             span *= 4
 
     def _last_time(self, events: bytes) -> float | None:
-        """The ``ts`` of the last of ``events`` (complete events, "," between them) that has one, as the
-        reader gives times (relative to ``ts_base``). Events the reader mends (a NaN arg a script wrote, bytes
+        """The ``ts`` of the last of ``events`` (complete events, "," between them) that has one and tells how
+        far the writer had got (:func:`_tells_progress`), as the reader gives times (relative to ``ts_base``).
+        Events the reader mends (a NaN arg a script wrote, bytes
         that are not UTF-8) are read mended: else one of them anywhere in ``events`` hid every time."""
         framed = b"[" + events + b"]"
         try:
@@ -995,7 +996,9 @@ class TraceReader:
                 event = _ANY.decode(raw)
             except (msgspec.DecodeError, RecursionError):
                 continue
-            ts = self._start_of(event.get("ts")) if isinstance(event, dict) else None
+            if not isinstance(event, dict) or not _tells_progress(event.get("ph"), event.get("pid")):
+                continue
+            ts = self._start_of(event.get("ts"))
             if ts is not None:
                 return ts
         return None
@@ -1420,12 +1423,22 @@ def _nothing_read(path: Any, size: int) -> str:
 
 
 def _last_ts_of(events: list[Any], before: float | None = None) -> float | None:
-    """The ``ts`` of the last of ``events`` that has one as a number (``before`` when none has)."""
+    """The ``ts`` of the last of ``events`` that has one as a number and tells how far the trace's writer
+    had got (:func:`_tells_progress`; ``before`` when none has)."""
     for event in reversed(events):
         ts = getattr(event, "ts", NO_TIME)
-        if isinstance(ts, float) and not no_time(ts):
+        if isinstance(ts, float) and not no_time(ts) and _tells_progress(event.ph, event.pid):
             return ts
     return before
+
+
+def _tells_progress(ph: Any, pid: Any) -> bool:
+    """Whether an event's ``ts`` tells how far in time the part of the trace it is in had got (for the steps
+    of a trace cut short: docs/formats.md, "Traces cut short"). Not a metadata event's (Kineto gives each
+    the trace's start), nor those of the trailer Kineto writes after every activity: the profiler's span
+    and its marks, of the processes "Spans", "Traces" and "" (a string pid, where activities have numbers;
+    torch_npu's are all numbers). A cut in that trailer leaves every step whole."""
+    return ph != "M" and not isinstance(pid, str)
 
 
 def _event_starts(window: bytes) -> Iterator[int]:
