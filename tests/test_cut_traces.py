@@ -337,3 +337,18 @@ def test_a_cut_in_the_trailer_kineto_writes_after_every_activity_leaves_every_st
         path.write_bytes(data[:cut])
         extract, _meta, _end = scan_mod.scan(path)
         assert sorted(n for n, *_ in extract.steps) == steps and not extract.open_steps, cut
+
+
+def test_steps_asked_that_a_cut_left_out_are_named_as_such(tmp_path: Path) -> None:
+    """`--steps 1` of torch_npu's trace_view.json cut at byte 423622, whose one step the cut left open:
+    "no step of --steps 1 ...: they have no step", as if the capture had none. The line says the step was
+    left out because the trace is cut short."""
+    path = tmp_path / "trace_view.json"
+    path.write_bytes(REAL.read_bytes()[:423622])
+    done = npuprof("analyse", str(path), "--steps", "1", env=clean_env())
+    assert done.returncode == 1, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.endswith(
+        "they have no step; step(s) 1 left out: the trace is cut short, and the cut may have taken some of "
+        "its events (the capture's warning says where; npuprof analyse without --steps)"
+    ), line

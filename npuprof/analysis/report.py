@@ -1681,6 +1681,7 @@ def _build_report(
     problems: list[Problem] = []
     all_ranges: list[tuple[RankReport, list[ReportRange]]] = []  # each rank's, before the --top cut
     steps_there: set[int] = set()
+    steps_cut: set[int] = set()
     for outcome, out_dir in targets:
         summary, why = _load_summary(out_dir) if outcome.ok else (None, "")
         annotations, trouble = _load_annotations(out_dir) if summary is not None else (None, "")
@@ -1702,6 +1703,8 @@ def _build_report(
             summary.warnings = [*(summary.warnings or []), no_device]
             _memory_of_torch_npu(outcome.rank_dir, summary)
         steps_there.update(s.step for s in summary.steps if isinstance(s.step, int))
+        if summary.cut_short is not msgspec.UNSET:  # docs/formats.md, "Traces cut short"
+            steps_cut.update(summary.cut_short.steps_left_out)
         rank = rank_report(summary, outcome.rank_dir, outcome.status, steps, top, annotations)
         partials = partial_steps(outcome.rank_dir, summary)
         for step, reason in partials:
@@ -1735,6 +1738,11 @@ def _build_report(
         there = f"their steps are {_step_spans(sorted(steps_there))}" if steps_there else "they have no step"
         asked = steps.text
         where = f"the {len(ranks)} capture(s) of {path}"
+        if cut := sorted(n for n in steps_cut if n in steps):  # there, but left out: say why, not "no step"
+            there += (
+                f"; step(s) {_step_spans(cut)} left out: the trace is cut short, and the cut may have taken "
+                "some of its events (the capture's warning says where; npuprof analyse without --steps)"
+            )
         raise NothingToAnalyse(f"no step of --steps {asked} in {where}: {there}")
     report = Report(
         path=str(path),
