@@ -352,3 +352,53 @@ def test_steps_asked_that_a_cut_left_out_are_named_as_such(tmp_path: Path) -> No
         "they have no step; step(s) 1 left out: the trace is cut short, and the cut may have taken some of "
         "its events (the capture's warning says where; npuprof analyse without --steps)"
     ), line
+
+
+def _with_device_work(trace: dict) -> dict:
+    """``trace`` (a real CPU capture's Kineto trace) with a CUDA launch after each aten::mm / addmm and its
+    kernel, written as Kineto writes them: the launches among the host's events, every kernel after them
+    (before the trailer of the profiler's span)."""
+    events, host, kernels = trace["traceEvents"], [], []
+    trailer = next(i for i, e in enumerate(events) if isinstance(e.get("pid"), str))
+    for event in events[:trailer]:
+        host.append(event)
+        if event.get("cat") == "cpu_op" and event["name"] in ("aten::mm", "aten::addmm"):
+            corr, ts = len(kernels) + 1, event["ts"]
+            args = {"External id": event["args"].get("External id", 0), "correlation": corr}
+            host.append(
+                {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": event["pid"]}
+                | {"tid": event["tid"], "ts": ts + 0.5, "dur": 1.0, "args": args}
+            )
+            kernels.append(
+                {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": ts + 2.0}
+                | {"dur": max(1.0, event["dur"] / 2), "args": args | {"device": 0, "stream": 7}}
+            )
+    return trace | {"traceEvents": host + kernels + events[trailer:]}
+
+
+def test_a_step_whose_device_work_the_cut_took_is_left_out(torchrun_capture: Path, tmp_path: Path) -> None:
+    """Kineto writes the GPU's work after every CPU activity: a trace cut in its host events has no kernel.
+    The steps that ended before the last host event read were kept, with figures of their host events alone
+    (the trace read as CPU-only: its operators' time as computing, not its kernels'). A step with a launch
+    whose kernel was not read is left out: the steps reported have the figures of the whole trace."""
+    (raw,) = sorted(torchrun_capture.glob("*_ascend_pt"))[0].glob("*.pt.trace.json")
+    data = json.dumps(_with_device_work(json.loads(raw.read_bytes())), indent=1).encode()
+    whole = tmp_path / "whole.pt.trace.json"
+    whole.write_bytes(data)
+    done = npuprof("analyse", str(whole), "--format", "json", env=clean_env())
+    by_step = {s["step"]: s for s in json.loads(done.stdout)["ranks"][0]["steps"]}
+    first_kernel = data.index(b'"name": "gemm"')
+    for cut in (
+        first_kernel * 6 // 10,
+        first_kernel * 9 // 10,
+        first_kernel + (len(data) - first_kernel) // 2,
+    ):
+        path = tmp_path / f"cut{cut}.pt.trace.json"
+        path.write_bytes(data[:cut])
+        done = npuprof("analyse", str(path), "--format", "json", env=clean_env())
+        (rank,) = json.loads(done.stdout)["ranks"]
+        for step in rank["steps"]:
+            if step["step"] is not None:
+                assert step == by_step[step["step"]], (cut, step["step"])
+        kept = [s["step"] for s in rank["steps"] if s["step"] is not None]
+        assert kept if cut > first_kernel else not kept, cut  # no kernel read: no step whole

@@ -783,16 +783,37 @@ class Extract:
         time order (each thread's operators, then the Python functions, the device's work...), but each
         part in it: a step that ends after the start of the last event read (in the file's order) may miss
         events the cut took; one that ends before it is read whole, as far as the parts written before the
-        cut go. A cut after the events (in the keys after them) leaves every step whole."""
+        cut go: the device's work comes after the host's, so a step with a launch whose device work was not
+        read is left out too. A cut after the events (in the keys after them) leaves every step whole."""
         self.cut = cut
         if cut is None or cut.in_keys or not self.steps:
             return
         last = cut.last_ts
         if last is None:  # no event read has a time: the latest step is the one the cut is likeliest in
             last = max(ts for _n, ts, _d, _t in self.steps)
-        kept = [s for s in self.steps if s[1] + s[2] <= last and s[1] < last]
+        unmatched = self._launches_without_device_work()
+        kept = [
+            s
+            for s in self.steps
+            if s[1] + s[2] <= last
+            and s[1] < last
+            and not ((unmatched >= s[1]) & (unmatched <= s[1] + s[2])).any()
+        ]
         self.open_steps = sorted({s[0] for s in self.steps} - {s[0] for s in kept})
         self.steps = kept
+
+    def _launches_without_device_work(self) -> np.ndarray:
+        """The start times of the launches read whose device work (the kernel or copy of their correlation)
+        was not: in a trace cut short, the device's work is written after the host's (Kineto: every CPU
+        activity, then the GPU's; a stream after another), so a step whose host events all came before the
+        cut may still have lost its device work to it; so may one of a stream written after the cut."""
+        corr = np.asarray(self.launch_corr, dtype=np.int64)
+        if not len(corr):
+            return np.empty(0)
+        done = np.concatenate(
+            [np.asarray(self.dev_corr, dtype=np.int64), np.asarray(self.p_corr, dtype=np.int64)]
+        )
+        return np.asarray(self.launch_ts, dtype=np.float64)[~np.isin(corr, done)]
 
     def cut_summary(self) -> dict[str, Any]:
         """The summary's ``cut_short`` (summary_schema.CutShort); the trace is cut (``cut``)."""
@@ -812,8 +833,8 @@ class Extract:
         shown = ", ".join(map(str, self.open_steps[:10])) + (", ..." if len(self.open_steps) > 10 else "")
         rest = "" if self.steps else " (no step is whole: the figures are those of all the events read)"
         return (
-            f"; step(s) {shown} left out of the steps: each ends after the start of the last event read, so "
-            f"the cut may have taken some of its events{rest}"
+            f"; step(s) {shown} left out of the steps: each ends after the start of the last event read, or "
+            f"launched device work that was not read, so the cut may have taken some of its events{rest}"
         )
 
     def _drop_nested_steps(self) -> None:
