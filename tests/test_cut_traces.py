@@ -402,3 +402,31 @@ def test_a_step_whose_device_work_the_cut_took_is_left_out(torchrun_capture: Pat
                 assert step == by_step[step["step"]], (cut, step["step"])
         kept = [s["step"] for s in rank["steps"] if s["step"] is not None]
         assert kept if cut > first_kernel else not kept, cut  # no kernel read: no step whole
+
+
+def test_torch_npus_steps_cut_before_its_npu_tasks_are_left_out(tmp_path: Path) -> None:
+    """torch_npu's trace_view.json writes its NPU tasks after every host event (their flows last), with no
+    launch among the host's events that tells: the real trace (its one step split in two here, at half its
+    length) cut right after its steps' events kept step 1 with its host operators' time as computing
+    (1985.208 µs where its NPU tasks give 555.153). While no device task is read, no step is whole; cut in
+    the tasks, the steps kept have the whole trace's figures."""
+    events = json.loads(REAL.read_bytes())
+    at = next(k for k, e in enumerate(events) if e.get("name") == "ProfilerStep#1")
+    step, half = events[at], events[at]["dur"] / 2
+    second = step | {"name": "ProfilerStep#2", "ts": f"{float(step['ts']) + half:.3f}", "dur": round(half, 3)}
+    events[at : at + 1] = [step | {"dur": round(half, 3)}, second]
+    data = json.dumps(events).encode()
+    runs = {}
+    for name, cut in (
+        ("whole", len(data)),
+        ("host", data.index(b"ProfilerStep#2") + 300),
+        ("tasks", len(data) - 1000),
+    ):
+        path = tmp_path / name / "trace_view.json"
+        path.parent.mkdir()
+        path.write_bytes(data[:cut])
+        done = npuprof("analyse", str(path), "--format", "json", env=clean_env())
+        runs[name] = {s["step"]: s for s in json.loads(done.stdout)["ranks"][0]["steps"]}
+    assert sorted(runs["whole"]) == [1, 2]
+    assert list(runs["host"]) == [None], runs["host"]  # no NPU task read: the row of all the events read
+    assert runs["tasks"] == {1: runs["whole"][1]}  # step 2 ends after the last event read

@@ -777,20 +777,25 @@ class Extract:
         self._drop_nested_steps()
         return self
 
-    def take_cut(self, cut: Cut | None) -> None:
+    def take_cut(self, cut: Cut | None, device_last: bool = False) -> None:
         """The trace is cut short (``cut``): the steps the cut may have left open are left out of
         ``steps`` (docs/formats.md, "Traces cut short"). Neither torch nor torch_npu writes its events in
         time order (each thread's operators, then the Python functions, the device's work...), but each
         part in it: a step that ends after the start of the last event read (in the file's order) may miss
         events the cut took; one that ends before it is read whole, as far as the parts written before the
         cut go: the device's work comes after the host's, so a step with a launch whose device work was not
-        read is left out too. A cut after the events (in the keys after them) leaves every step whole."""
+        read is left out too. ``device_last``: the trace's device work, if any, comes after all its host
+        events, with no launch of it among them that tells (torch_npu's trace_view.json: its NPU tasks after
+        every host event, their flows last): while none of it is read, no step is whole. A cut after the
+        events (in the keys after them) leaves every step whole."""
         self.cut = cut
         if cut is None or cut.in_keys or not self.steps:
             return
         last = cut.last_ts
         if last is None:  # no event read has a time: the latest step is the one the cut is likeliest in
             last = max(ts for _n, ts, _d, _t in self.steps)
+        if device_last and not len(self.dev_ts):
+            last = -math.inf
         unmatched = self._launches_without_device_work()
         kept = [
             s

@@ -10,7 +10,7 @@ from typing import Any
 
 from npuprof.analysis.extract import SCAN_DECODER, TYPED_DECODER, EventError, Extract, first_unreadable
 from npuprof.analysis.forked import Forked
-from npuprof.analysis.trace_loader import TraceError, TraceReader
+from npuprof.analysis.trace_loader import FORM_ARRAY, TraceError, TraceReader
 
 MIN_PER_WORKER = 32 << 20  # below this, a worker costs more than it saves
 BLOCK = 512 << 10  # bytes decoded at a time: the events of a block stay in the CPU caches (L2) while handled
@@ -144,7 +144,8 @@ def _scan_ranges(
         merged = extract.finish()
         for worker in workers_:
             merged.merge(worker.result())
-        merged.take_cut(reader.cut)  # a trace cut short: read up to its last complete event
+        # a trace cut short: read up to its last complete event (torch_npu's form: its device work last)
+        merged.take_cut(reader.cut, reader.form == FORM_ARRAY)
         refused = merged.damaged.refused(merged.event_count)  # most of the trace damaged: no trace
         if refused is not None:
             raise TraceError("corrupt", f"{path}: {refused}")
