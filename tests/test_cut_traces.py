@@ -430,3 +430,29 @@ def test_torch_npus_steps_cut_before_its_npu_tasks_are_left_out(tmp_path: Path) 
     assert sorted(runs["whole"]) == [1, 2]
     assert list(runs["host"]) == [None], runs["host"]  # no NPU task read: the row of all the events read
     assert runs["tasks"] == {1: runs["whole"][1]}  # step 2 ends after the last event read
+
+
+def test_a_cut_that_took_a_base_time_written_after_the_events_says_the_times_are_not_epoch(
+    torchrun_capture: Path, tmp_path: Path
+) -> None:
+    """Torch releases that write Kineto's baseTimeNanoseconds after the events lose it to a cut: the times
+    read are µs after an unknown base, and memory-timeline wrote them as its epoch times (5784356804076
+    where the whole trace gives 1796641382804076), the report's start_us with no time_base_ns (which says
+    they are epoch µs), without a word. The warning says so; a trace with its base before its events does
+    not."""
+    (raw,) = sorted(torchrun_capture.glob("*_ascend_pt"))[0].glob("*.pt.trace.json")
+    trace = json.loads(raw.read_bytes())
+    base = trace.pop("baseTimeNanoseconds")
+    events = trace.pop("traceEvents")
+    late = json.dumps(trace | {"traceEvents": events, "baseTimeNanoseconds": base}).encode()
+    early = json.dumps({"baseTimeNanoseconds": base} | trace | {"traceEvents": events}).encode()
+    said = "its baseTimeNanoseconds, which this torch writes after the events, was cut off"
+    for data, lost in ((late, True), (early, False)):
+        for gz in (False, True):
+            path = tmp_path / ("cut.json.gz" if gz else "cut.json")
+            path.write_bytes(
+                gzip.compress(data[: len(data) * 7 // 10]) if gz else data[: len(data) * 7 // 10]
+            )
+            assert (said in load_trace(path).cut_note) == lost, (lost, gz)
+    path.write_bytes(late[: late.rindex(b'"baseTimeNanoseconds"')])  # cut in the keys after the events
+    assert said in load_trace(path).cut_note

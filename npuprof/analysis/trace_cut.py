@@ -33,13 +33,15 @@ class Cut:
     """Where a trace cut short ends: ``size`` bytes of text (decompressed; ``nuls`` NUL bytes at its end
     included), the last complete event ending at ``events_end``; ``in_keys``: the events' array closed and
     the cut is in the keys after it (a Kineto trace); ``last_ts``: the ``ts`` of the last event read that
-    has one (as the reader gives times), or None."""
+    has one (as the reader gives times), or None; ``base_lost``: a Kineto trace whose baseTimeNanoseconds
+    was to come after its events (older torch releases), so its times are not epoch times."""
 
     size: int
     events_end: int
     in_keys: bool = False
     last_ts: float | None = None
     nuls: int = 0
+    base_lost: bool = False  # the Kineto trace's baseTimeNanoseconds came after the cut: times not epoch
 
     def note(self, events: int) -> str:
         """One line for the user: where the trace was cut, what was read and what that means."""
@@ -53,6 +55,12 @@ class Cut:
             f"the trace is cut short: it ends after {self.size - self.nuls} bytes, {where}, before its JSON "
             f"closes{zeros if self.nuls else ''}; read the {events} complete event(s) before the cut, up to "
             f"byte {self.events_end} (a job killed while it wrote the trace, a copy cut short, a full disk?)"
+            + (
+                "; its baseTimeNanoseconds, which this torch writes after the events, was cut off: its times "
+                "are µs after an unknown base, not epoch times"
+                if self.base_lost
+                else ""
+            )
         )
 
 

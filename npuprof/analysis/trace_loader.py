@@ -852,14 +852,26 @@ class TraceReader:
                 f"{self._malformed_where(len(buf))} (corrupt trace)",
             )
         last_ts = _last_ts_of(decoded[0])
+        last_ts = self._last_ts if last_ts is None else last_ts
         self.cut = Cut(
             self.bytes_read,
             self.bytes_read - len(buf) + end,
             in_keys,
-            self._last_ts if last_ts is None else last_ts,
+            last_ts,
             len(buf) - len(text),
+            self._base_lost(last_ts),
         )
         return end, *decoded
+
+    def _base_lost(self, last_ts: float | None) -> bool:
+        """Whether the cut took the Kineto trace's baseTimeNanoseconds with the keys after its events (torch
+        releases that write it last): none before its events, and times that are no epoch µs (before 1973)."""
+        return (
+            self.form == FORM_KINETO
+            and BASE_TIME_KEY not in self.meta
+            and last_ts is not None
+            and abs(last_ts) < _EPOCH_US
+        )
 
     def _may_close_events(self, buf: bytes | bytearray, bracket: int) -> bool:
         """Whether the "]" at ``bracket`` may close the events' array, by the byte after it: a bare array
@@ -972,7 +984,8 @@ class TraceReader:
                 if not end:
                     raise TraceError("truncated", _nothing_read(self.path, size))
                 last_ts = self._last_time(text[at : at + end])
-                self.cut = Cut(size, low + at + end, in_keys, last_ts, len(window) - len(text))
+                nuls = len(window) - len(text)
+                self.cut = Cut(size, low + at + end, in_keys, last_ts, nuls, self._base_lost(last_ts))
                 return low + at + end
             if low == start or span >= CUT_LIMIT:
                 return None
@@ -1411,6 +1424,7 @@ def _unclosed(path: Any, size: int, tail: bytes | bytearray) -> str:
 
 TAIL_SHOWN = 32  # bytes of an unclosed trace's end shown: garbage after a closed JSON is seen there
 CUT_WINDOW = 4 << 20  # bytes from a plain trace's end looked at first for the last complete event
+_EPOCH_US = 1e14  # µs: 1973; Kineto's ts after its base are ~10**12-10**13, epoch µs ~1.7 * 10**15
 CUT_LIMIT = 256 << 20  # ... four times more each time, up to this
 
 
