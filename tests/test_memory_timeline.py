@@ -713,6 +713,11 @@ def test_a_raw_timeline_cut_short_is_read_up_to_its_last_complete_time(made, tmp
         said = " ".join(proc.stderr.split())
         assert f"the raw timeline is cut short: it ends after {len(text)} bytes" in said, said
         assert f"read the {len(want)} complete event(s) before the cut" in said, said
+    path.write_bytes(gzip.compress(whole + bytes(100), mtime=0))  # whole, then NUL bytes: read whole
+    out = tmp_path / "padded.raw.json.gz"
+    proc = cli("memory-timeline", str(path), "-o", str(out))
+    assert proc.returncode == 0 and json.loads(gzip.decompress(out.read_bytes())) == events, proc.stderr
+    assert "the 100 NUL bytes after its JSON (a file preallocated?) were ignored" in proc.stderr
     path.write_bytes(gzip.compress(whole[: whole.index(b"]") + 2], mtime=0)[:-8])  # one event, no more
     proc = cli("memory-timeline", str(path), "-o", str(tmp_path / "none.json"))
     assert proc.returncode == 1 and "nothing to read: the raw timeline ends after" in proc.stderr

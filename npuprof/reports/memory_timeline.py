@@ -589,12 +589,19 @@ _CUT_CAUSES = "(a job killed while it wrote the timeline, a copy cut short, a fu
 
 def _cut_short(data: bytes) -> tuple[list[Any], str] | None:
     """A raw timeline cut short (its JSON list never closes; docs/formats.md, "Traces cut short"): its
-    complete events less those of the last time read, and one line that says so; None when ``data`` is
+    complete events less those of the last time read, and one line that says so (whole before NUL bytes:
+    its events, and a line that says they were ignored); None when ``data`` is
     no list of lists cut short (refused as it is). torch writes the events in time order, each time's
     several (an INCREMENT_VERSION's two halves among them) together: the cut may have taken some of the
     last time's, whose sum would then be wrong, so that time is left out. ValueError when no event is left."""
     text = data.rstrip(b"\0")
     nuls = len(data) - len(text)
+    if nuls:  # whole before NUL bytes (a file preallocated, or extended by a crash): read, as a trace is
+        try:
+            ignored = f"the {nuls} NUL bytes after its JSON (a file preallocated?) were ignored"
+            return json.loads(text), ignored
+        except ValueError:
+            pass
     if not text.lstrip(b" \t\r\n").startswith(b"[") or not is_cut_short(text):
         return None
     end = text.rfind(b"]") + 1  # the events are lists of numbers: each "]" ends one
