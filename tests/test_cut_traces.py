@@ -356,23 +356,24 @@ def test_steps_asked_that_a_cut_left_out_are_named_as_such(tmp_path: Path) -> No
 
 def _with_device_work(trace: dict) -> dict:
     """``trace`` (a real CPU capture's Kineto trace) with a CUDA launch after each aten::mm / addmm and its
-    kernel, written as Kineto writes them: the launches among the host's events, every kernel after them
-    (before the trailer of the profiler's span)."""
+    kernel, then a cudaStreamSynchronize (no device work), written as Kineto writes them: the runtime calls
+    among the host's events, numbered in order (CUPTI's correlations), every kernel after them (before the
+    trailer of the profiler's span)."""
     events, host, kernels = trace["traceEvents"], [], []
     trailer = next(i for i, e in enumerate(events) if isinstance(e.get("pid"), str))
     for event in events[:trailer]:
         host.append(event)
         if event.get("cat") == "cpu_op" and event["name"] in ("aten::mm", "aten::addmm"):
-            corr, ts = len(kernels) + 1, event["ts"]
+            corr, ts = 2 * len(kernels) + 1, event["ts"]
             args = {"External id": event["args"].get("External id", 0), "correlation": corr}
-            host.append(
-                {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": event["pid"]}
-                | {"tid": event["tid"], "ts": ts + 0.5, "dur": 1.0, "args": args}
-            )
+            call = {"ph": "X", "cat": "cuda_runtime", "pid": event["pid"], "tid": event["tid"]}
+            host.append(call | {"name": "cudaLaunchKernel", "ts": ts + 0.5, "dur": 1.0, "args": args})
             kernels.append(
                 {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": ts + 2.0}
                 | {"dur": max(1.0, event["dur"] / 2), "args": args | {"device": 0, "stream": 7}}
             )
+            sync = args | {"correlation": corr + 1}
+            host.append(call | {"name": "cudaStreamSynchronize", "ts": ts + 1.6, "dur": 0.2, "args": sync})
     return trace | {"traceEvents": host + kernels + events[trailer:]}
 
 

@@ -808,17 +808,20 @@ class Extract:
         self.steps = kept
 
     def _launches_without_device_work(self) -> np.ndarray:
-        """The start times of the launches read whose device work (the kernel or copy of their correlation)
-        was not: in a trace cut short, the device's work is written after the host's (Kineto: every CPU
-        activity, then the GPU's; a stream after another), so a step whose host events all came before the
-        cut may still have lost its device work to it; so may one of a stream written after the cut."""
+        """The start times of the launches read whose device work may not have been: in a trace cut short,
+        the device's work is written after the host's (Kineto: every CPU activity, then the GPU's), so a
+        step whose host events all came before the cut may still have lost its device work to it. A runtime
+        call has a correlation whether it launches work or not (cudaStreamSynchronize), and correlations
+        grow with the calls: those past the last one whose work was read may have lost it; all of them when
+        none was read."""
         corr = np.asarray(self.launch_corr, dtype=np.int64)
         if not len(corr):
             return np.empty(0)
         done = np.concatenate(
             [np.asarray(self.dev_corr, dtype=np.int64), np.asarray(self.p_corr, dtype=np.int64)]
         )
-        return np.asarray(self.launch_ts, dtype=np.float64)[~np.isin(corr, done)]
+        reached = int(done.max()) if len(done) else -1
+        return np.asarray(self.launch_ts, dtype=np.float64)[corr > reached]
 
     def cut_summary(self) -> dict[str, Any]:
         """The summary's ``cut_short`` (summary_schema.CutShort); the trace is cut (``cut``)."""
