@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -152,11 +153,14 @@ def test_corrupt_range_of_a_forked_reader(synth: Path, tmp_path: Path, monkeypat
     data[at : at + 40] = b"@" * 40
     path = tmp_path / "late.pt.trace.json"
     path.write_bytes(bytes(data))
+    with pytest.raises(TraceError) as serial:
+        scan_mod.scan(path, workers=1)
     monkeypatch.setattr(scan_mod, "MIN_PER_WORKER", 1 << 16)
     with pytest.raises(TraceError) as info:
         scan_mod.scan(path, workers=3)
     assert info.value.kind == "corrupt"
     assert "late.pt.trace.json" in str(info.value)
+    assert str(info.value) == str(serial.value)  # the words of -j 1 (a range that fails is read again)
 
 
 def test_a_cut_before_damage_further_on_is_the_first_boundary_after_it(synth: Path, tmp_path: Path) -> None:
@@ -433,3 +437,109 @@ def test_gz_whose_text_goes_on_in_a_cut_member_is_truncated(tmp_path: Path) -> N
     path.write_bytes(gzip.compress(text)[:-20])
     trace = load_trace(path)
     assert "the gzip data ends early" in (trace.gzip_note or "")
+
+
+def _with_a_long_string(synth: Path, path: Path, value: str, share: float = 1 / 3) -> tuple[int, int]:
+    """``synth`` with one more event, a record_function whose arg holds ``value`` (over 64 KiB of
+    ``{...}, {...}``), put after ``share`` of the events' bytes (a third: where a split of the events in
+    three makes its first cut, far from the file's end, which a reader looks back at); (the string's first
+    and last byte)."""
+    text = synth.read_text()
+    events = text.index("[", text.index('"traceEvents"')) + 1
+    closing = text.rindex("]")
+    at = text.index("\n  {\n", events + int((closing - events) * share)) + 3  # an event starts there
+    after, _ = json.JSONDecoder().raw_decode(text, at)
+    event = {"ph": "X", "cat": "user_annotation", "name": "meta", "ts": after["ts"], "dur": 1.0}
+    added = json.dumps({**event, "pid": after["pid"], "tid": after["tid"], "args": {"meta": value}})
+    path.write_text(text[:at] + added + ",\n  " + text[at:])
+    first = at + added.index(value[:16])
+    return first, first + len(value.encode()) - 1
+
+
+def test_a_string_of_objects_where_a_split_lands_is_read_as_one_reader_reads_it(
+    synth: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A string of "{}, {}, ..." (valid JSON) longer than the 64 KiB that the boundary search decodes after
+    a "{" to judge it made that search cut inside the string: with -j 3 the first range ended there and a
+    whole trace was refused ("undecodable events ... (corrupt trace)"). Each range but the last must end
+    where an event ends, read as it is; when one does not, the trace is read again by one reader: the
+    columns are -j 1's."""
+    path = tmp_path / "long.pt.trace.json"
+    first, last = _with_a_long_string(synth, path, ", ".join(["{}"] * 100_000))
+    start, end = TraceReader(path).region()
+    guessed = TraceReader(path).boundary_after(start + (end - start) // 3, end)
+    assert first < guessed < last  # the case: the search's guess lies inside the string
+    events = json.loads(path.read_bytes())["traceEvents"]
+    serial, meta, events_end = scan_mod.scan(path, workers=1)
+    assert serial.event_count == len(events)
+    monkeypatch.setattr(scan_mod, "MIN_PER_WORKER", 1 << 16)
+    parallel, meta2, events_end2 = scan_mod.scan(path, workers=3)
+    assert (meta2, events_end2) == (meta, events_end)
+    assert parallel.event_count == serial.event_count and parallel.steps == serial.steps
+    assert [parallel.strings[i] for i in parallel.op_name] == [serial.strings[i] for i in serial.op_name]
+    assert list(parallel.op_ts) == list(serial.op_ts) and list(parallel.dev_dur) == list(serial.dev_dur)
+
+
+def test_a_trace_split_inside_a_string_is_analysed_as_by_one_process(
+    synth: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The whole parse of the trace above (the scan split in three, trace_view.json written by two
+    processes) writes the same files, byte for byte, as a parse by one process; it was not analysed."""
+    from npuprof.analysis import trace_body
+    from npuprof.analysis.parse import parse_rank_dir
+
+    trace = tmp_path / "long.pt.trace.json"
+    _with_a_long_string(synth, trace, ", ".join(["{}"] * 100_000))
+    monkeypatch.setattr(scan_mod, "MIN_PER_WORKER", 1 << 16)
+    monkeypatch.setattr(trace_body, "MIN_SPLIT", 1 << 16)
+    split_point, cuts = trace_body.split_point, []
+    monkeypatch.setattr(trace_body, "split_point", lambda *a: cuts.append(split_point(*a)) or cuts[-1])
+    outs = []
+    for workers in (1, 3):
+        rank_dir = tmp_path / f"j{workers}" / "host_1_20250101000000000_ascend_pt"
+        rank_dir.mkdir(parents=True)
+        (rank_dir / "profiler_info_0.json").write_text("{}")
+        os.link(trace, rank_dir / trace.name)
+        outcome = parse_rank_dir(rank_dir, workers=workers)
+        assert outcome.status == "parsed", outcome.reason
+        outs.append(rank_dir / "ASCEND_PROFILER_OUTPUT")
+    one, three = outs
+    assert cuts[-1] is not None  # the -j 3 parse wrote trace_view.json in two halves
+    names = sorted(p.name for p in one.iterdir())
+    assert "trace_view.json" in names and names == sorted(p.name for p in three.iterdir())
+    for name in names:
+        assert (one / name).read_bytes() == (three / name).read_bytes(), name
+
+
+class _Written:
+    """A decompression (trace_view.Decompression) whose output is all there, seen as growing to it."""
+
+    def __init__(self, size: int) -> None:
+        self.size, self.done, self.note = size, False, None
+
+    def wait_for(self, want: int) -> int:
+        self.done = want >= self.size
+        return min(want, self.size)
+
+    def join(self) -> None:
+        self.done = True
+
+
+def test_reading_behind_a_decompression_cut_inside_a_string_reads_as_one_reader(
+    synth: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reading behind a .gz trace's decompression cut its first step at the first boundary the search
+    takes, inside the first event's string of "{}, {}, ...": the whole trace was refused. The columns are
+    a plain scan's."""
+    path = tmp_path / "first.pt.trace.json"
+    first, last = _with_a_long_string(synth, path, ", ".join(["{}"] * 100_000), share=0)
+    start, end = TraceReader(path).region()
+    assert first < TraceReader(path).boundary_after(start, end) < last  # the case
+    want, want_meta, want_end = scan_mod.scan(path)
+    monkeypatch.setattr(scan_mod, "FOLLOW_STEP", 1 << 20)  # a step behind the writer before its end
+    with open(path, "rb") as plain:
+        got, meta, got_end = scan_mod.scan_behind(path, plain.fileno(), _Written(path.stat().st_size), 2)
+    assert (got_end, meta) == (want_end, want_meta)
+    assert got.event_count == want.event_count == len(json.loads(path.read_bytes())["traceEvents"])
+    assert [got.strings[i] for i in got.op_name] == [want.strings[i] for i in want.op_name]
+    assert list(got.op_ts) == list(want.op_ts) and got.steps == want.steps

@@ -17,17 +17,24 @@ BLOCK = 512 << 10  # bytes decoded at a time: the events of a block stay in the 
 FOLLOW_STEP = 16 << 20  # reading behind a writer: wait for this much more before reading on
 
 
-def _scan_range(path: str, fd: int | None, start: int, end: int) -> Extract:
+def _scan_range(path: str, fd: int | None, start: int, end: int, exact_end: bool) -> Extract:
     extract = Extract()
-    _scan_into(extract, path, fd, start, end)
+    _scan_into(extract, path, fd, start, end, exact_end=exact_end)
     return extract.finish()
 
 
 def _scan_into(
-    extract: Extract, path: str, fd: int | None, start: int, end: int, record: bool = False
+    extract: Extract,
+    path: str,
+    fd: int | None,
+    start: int,
+    end: int,
+    record: bool = False,
+    exact_end: bool = False,
 ) -> None:
     """Add the events of [start, end) to ``extract``; ``record``: keep the reader's cuts in
-    ``extract.cuts`` (``start`` is the first event: they are where a serial read cuts)."""
+    ``extract.cuts`` (``start`` is the first event: they are where a serial read cuts); ``exact_end``:
+    ``end`` is a guessed cut (TraceReader.iter_range: NotAnEventEnd when it is no event's end)."""
     reader = TraceReader(path, block=BLOCK, fd=fd, decoder=TYPED_DECODER, fallback=SCAN_DECODER)
     # one count of the events left out, the reader's and the tables', in the order of the file: the first
     # quoted is the first damaged (docs/formats.md, "Damaged events")
@@ -35,7 +42,7 @@ def _scan_into(
     if record:
         reader.cuts = extract.cuts
     try:
-        for chunk in reader.iter_range(start, end):
+        for chunk in reader.iter_range(start, end, exact_end):
             extract.add_chunk(chunk.events, chunk.text)
         extract.repaired_strings += reader.repaired_strings
         extract.repaired_names += reader.repaired_names
@@ -69,11 +76,15 @@ def scan_behind(path: Path, fd: int, growth: Any, workers: int = 1) -> tuple[Ext
             break
         cut = reader.boundary_after(max(pos, frontier - (4 << 20)), frontier)
         if pos < cut < frontier:  # else (an event of over 4 MB) wait for more
-            _scan_into(extract, str(path), fd, pos, cut, record=pos == start)
+            try:
+                _scan_into(extract, str(path), fd, pos, cut, record=pos == start, exact_end=True)
+            except TraceError:  # a cut guessed inside an event, or damage: read as -j 1 reads (_scan_ranges)
+                pos, extract, workers = start, Extract(), 1
+                break
             pos, target = cut, max(cut, frontier - FOLLOW_STEP)
     growth.join()
     end = max(pos, reader.events_end())
-    merged, meta, _ = _scan_ranges(path, fd, reader, pos, end, workers, extract)
+    merged, meta, _ = _scan_ranges(path, fd, reader, pos, end, workers, extract, start=start)
     return merged, meta, end
 
 
@@ -90,7 +101,7 @@ def scan(path: Path, fd: int | None = None, workers: int = 1) -> tuple[Extract, 
                 os.close(opened)
     reader = TraceReader(path, fd=fd)
     start, end = reader.region()
-    return _scan_ranges(path, fd, reader, start, end, workers, Extract(), record=True)
+    return _scan_ranges(path, fd, reader, start, end, workers, Extract(), record=True, start=start)
 
 
 def _open_plain(path: Path) -> int | None:
@@ -118,32 +129,47 @@ def _scan_ranges(
     path: Path,
     fd: int | None,
     reader: TraceReader,
-    start: int,
+    pos: int,
     end: int,
     workers: int,
     extract: Extract,
     record: bool = False,
+    *,
+    start: int,
 ) -> tuple[Extract, dict[str, Any], int]:
-    """Add the events in [start, end) to ``extract`` (which holds those before), split between this
+    """Add the events in [pos, end) to ``extract`` (which holds those before), split between this
     process and forked readers; see :func:`scan`. ``record``: as for :func:`_scan_into`, for the first
-    range."""
-    size = end - start
+    range. ``start``: the first event (where a serial read starts)."""
+    size = end - pos
     workers = max(1, min(workers, size // MIN_PER_WORKER))
-    cuts = [start]
+    cuts = [pos]
     for k in range(1, workers):
-        cut = reader.boundary_after(start + size * k // workers, end)
+        cut = reader.boundary_after(pos + size * k // workers, end)
         if cut > cuts[-1]:
             cuts.append(cut)
     cuts.append(end)
     ranges = list(itertools.pairwise(cuts))
     # forked workers read the later ranges while this process reads the first; their results are read
-    # once this one is done (see npuprof.analysis.forked)
-    workers_ = [Forked(True, functools.partial(_scan_range, str(path), fd, a, z)) for a, z in ranges[1:]]
+    # once this one is done (see npuprof.analysis.forked). Each range but the last must end where an
+    # event ends (exact_end): its reader, from a start so checked, checks the next range's start.
+    workers_ = [
+        Forked(True, functools.partial(_scan_range, str(path), fd, a, z, z != end)) for a, z in ranges[1:]
+    ]
     try:
-        _scan_into(extract, str(path), fd, *ranges[0], record=record)
-        merged = extract.finish()
-        for worker in workers_:
-            merged.merge(worker.result())
+        try:
+            _scan_into(extract, str(path), fd, *ranges[0], record=record, exact_end=len(ranges) > 1)
+            merged = extract.finish()
+            for worker in workers_:
+                merged.merge(worker.result())
+        except TraceError:
+            if len(ranges) == 1 and pos == start:
+                raise
+            # a cut guessed inside an event (a string of "{...}, {...}": TraceReader.boundary_after), or
+            # damage: the trace is read again by one reader from its first event, so that whatever it
+            # holds, it reads, or is refused, as with -j 1 (docs/formats.md, "Read in parallel")
+            for worker in workers_:  # their work is read again: they stop now
+                worker.cancel()
+            return _scan_ranges(path, fd, reader, start, end, 1, Extract(), record=True, start=start)
         # a trace cut short: read up to its last complete event (torch_npu's form: its device work last)
         merged.take_cut(reader.cut, reader.form == FORM_ARRAY)
         refused = merged.damaged.refused(merged.event_count)  # most of the trace damaged: no trace

@@ -220,6 +220,17 @@ class TraceError(Exception):
         return (TraceError, (self.kind, str(self)))
 
 
+class NotAnEventEnd(TraceError):
+    """A byte range asked to end at an event's end (``TraceReader.iter_range``'s ``exact_end``) does not:
+    its cut was guessed inside an event (a string holding ``{...}, {...}``: TraceReader.boundary_after)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("corrupt", message)
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return (NotAnEventEnd, (str(self),))
+
+
 class TraceVersion:
     """The trace file as a reader began to read it (its inode held open, its size and modification time),
     to tell at its end whether it was written meanwhile: a trace rewritten in place (torch's
@@ -1118,9 +1129,11 @@ class TraceReader:
         yield from self.iter_range(start, end)
         self.refuse_if_damaged()
 
-    def iter_range(self, start: int, end: int) -> Iterator[TraceChunk]:
+    def iter_range(self, start: int, end: int, exact_end: bool = False) -> Iterator[TraceChunk]:
         """Events of a plain file between two event boundaries (``start`` at a ``{``, ``end`` after a ``}``,
-        give or take spaces and a comma)."""
+        give or take spaces and a comma). ``exact_end``: ``end`` is a guessed cut, not the events' end;
+        raise NotAnEventEnd unless the events read from ``start`` end there as they are, with no repair
+        and none left out (else the guess may lie inside an event)."""
         if self.ts_base is None:
             self.events_start()  # the base of string times is the same for every range of the file
         self._from_first = start == self._events_at
@@ -1141,6 +1154,11 @@ class TraceReader:
                     if last >= 0 and buf[last] == 0x2C:
                         last = _prev_nonspace(buf, last)
                     if last < 0:
+                        return
+                    if exact_end:
+                        chunk = self._exact_end(memoryview(buf)[: last + 1], end)
+                        if chunk.events:
+                            yield chunk
                         return
                     decoded = self._decode(memoryview(buf)[: last + 1])
                     if decoded is None:  # keys after the events longer than _tail's look back
@@ -1180,6 +1198,23 @@ class TraceReader:
                 if self.cuts is not None:
                     self.cuts.append((self.bytes_read - len(buf) + rest, self.bytes_read))
                 buf = buf[rest:]
+
+    def _exact_end(self, text: memoryview, end: int) -> TraceChunk:
+        """The last chunk of a range that must end at ``end`` (iter_range's ``exact_end``). Read from an
+        event's start, text that decodes as events unchanged ends where an event ends: JSON's reading from
+        there is the file's own. A repair or an event left out could be text cut inside a string instead,
+        so either is refused too (NotAnEventEnd: the caller reads the range again from its start)."""
+        before = self._changes()
+        decoded = self._decode(text)
+        if decoded is None or self._changes() != before:
+            raise NotAnEventEnd(f"{self.path}: byte {end} is not the end of an event")
+        self.event_count += len(decoded[0])
+        return TraceChunk(*decoded)
+
+    def _changes(self) -> tuple[int, int, int, int]:
+        """What a reader counts of the repairs it made and the events it left out."""
+        values = sum(self.repaired_values.values())
+        return self.repaired_strings, self.repaired_names, values, self.damaged.total
 
     def boundary_after(self, pos: int, end: int) -> int:
         """The first event boundary (offset of a ``{`` that starts an event) at or after ``pos``, checked by
