@@ -739,3 +739,34 @@ def test_a_report_saved_to_a_file_keeps_notes_and_names_whole(tmp_path: Path) ->
     narrow = npuprof("analyse", str(rank_dir), env={**env, "COLUMNS": "80"})
     assert narrow.returncode == 0, narrow.stderr
     assert max(map(len, narrow.stdout.splitlines())) <= 80 and name not in narrow.stdout, narrow.stdout
+
+
+@pytest.mark.parametrize("columns", ["0", "²"])
+def test_a_columns_rich_cannot_use_loses_no_line(
+    tmp_path: Path, columns: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """COLUMNS=0: rich made a console 0 wide, which printed nothing: the run summary lost its title and its
+    `next:` line, analyse its notes, every typer help its whole text (exit 0). COLUMNS=² (a digit int()
+    refuses): rich's ValueError, a traceback. Such a COLUMNS is taken as unset."""
+    from npuprof.config import ProfileConfig
+    from npuprof.reports.run_summary import print_run_summary
+    from npuprof.results.run_record import CaptureSummary
+
+    monkeypatch.setenv("COLUMNS", columns)
+    output = tmp_path / "out"
+    capture = CaptureSummary(
+        rank_dir=output / "vm_8952_20261202121245485_ascend_pt", status="complete", rank=None, pid=8952,
+        steps=[6, 7], size_bytes=3 << 20, detail="", parsed=True,
+    )  # fmt: skip
+    print_run_summary(output, [capture], 0, ProfileConfig(), output / "npuprof.log")
+    lines = capsys.readouterr().err.splitlines()
+    assert f"npuprof: 1 capture(s) in {output}" in [line.rstrip() for line in lines], lines
+    assert lines[-1].startswith(f"next: npuprof analyse {output}   (exit code of the job: 0)"), lines
+    env = {**clean_env(), "COLUMNS": columns}
+    rank_dir = write_rank_dir(tmp_path / "r", cpu_trace())
+    report = npuprof("analyse", str(rank_dir), env=env)
+    assert report.returncode == 0 and "Traceback" not in report.stderr, report.stderr
+    (note,) = [line for line in report.stdout.splitlines() if line.startswith("no device kernels")]
+    assert note.endswith(f"{rank_dir} --svg flame.svg"), report.stdout  # whole: as without COLUMNS
+    helped = npuprof("status", "--help", env=env)
+    assert helped.returncode == 0 and "Usage:" in helped.stdout, (helped.stdout, helped.stderr)

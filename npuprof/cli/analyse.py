@@ -122,8 +122,6 @@ def analyse(
 
     warn_flags_given_twice("analyse")
 
-    from rich.console import Console
-
     from npuprof.analysis.report import (
         NothingToAnalyse,
         build_report,
@@ -133,9 +131,9 @@ def analyse(
     )
     from npuprof.analysis.runs import RunChoiceError
     from npuprof.analysis.summary_schema import TOP_PER_STEP
-    from npuprof.reports import terminal
+    from npuprof.reports import line_width, terminal
 
-    err = Console(stderr=True)
+    err = line_width.console(stderr=True)
     progress_ctx = None
     task = None
     if err.is_terminal and fmt == "table":
@@ -286,14 +284,9 @@ def _report_console() -> Console:
     """stdout's console for the table report: a file or a pipe (`> report.txt`) gets each note on one
     line and each name whole, as the run summary's lines are (npuprof/reports/line_width.py); a
     terminal, or COLUMNS, sets the width as before."""
-    from rich.console import Console
+    from npuprof.reports.line_width import console
 
-    from npuprof.reports.line_width import NO_WRAP_WIDTH, unwrapped
-
-    console = Console()
-    if unwrapped(console.is_terminal):
-        console.width = NO_WRAP_WIDTH
-    return console
+    return console()
 
 
 def _say_one_line(text: str) -> None:

@@ -314,6 +314,12 @@ def _main() -> None:
     remember(sys.argv[0])  # the command its messages suggest (`next: .venv/bin/npuprof analyse DIR`)
     sys.argv[1:2] = [ALIASES.get(word, word) for word in sys.argv[1:2]]
     sys.argv[1:] = short_option_values(sys.argv[1:])
+    if sys.argv[1:2] != ["run"]:  # run's job keeps the user's environment; its summary's console copes
+        import os
+
+        from npuprof.reports.line_width import drop_unusable_sizes
+
+        drop_unusable_sizes(os.environ)  # COLUMNS=0: typer's help and any rich console printed nothing
     if _asks_for_help(sys.argv[1:]):
         _help_in_any_locale()
     if sys.argv[1:2] == ["trigger"] and _asks_for_help(sys.argv[1:]):

@@ -4,12 +4,49 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, MutableMapping
 
 NO_WRAP_WIDTH = 1 << 14  # the width where lines are not wrapped (unwrapped): wide enough for any line
+SIZES = ("COLUMNS", "LINES")  # what rich reads a console's size from
+
+
+def columns() -> int | None:
+    """COLUMNS as a width: a positive whole number, else None (unset, empty, ``0``, ``abc``)."""
+    return _positive(os.environ.get("COLUMNS", ""))
 
 
 def unwrapped(tty: bool) -> bool:
     """Whether lines are left whole: on a stream that is no terminal (a log, a pipe, `> report.txt`, a
     scheduler's capture) and no COLUMNS set. rich wraps there at 80 columns: a note split mid sentence,
     a name in a table cut short, a command split over two lines that could not be copied."""
-    return not tty and not os.environ.get("COLUMNS", "").strip()
+    return not tty and columns() is None
+
+
+def sizes_rich_can_use(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` less a COLUMNS or LINES that is no positive whole number. rich takes COLUMNS=0 for a
+    console 0 wide, which prints nothing (the run summary's `next:` line, analyse's notes and every help
+    were lost), and fails with a ValueError on a digit int() refuses (``²``); without it, rich sizes the
+    console as it does where none is set."""
+    return {k: v for k, v in environ.items() if k not in SIZES or _positive(v) is not None}
+
+
+def drop_unusable_sizes(environ: MutableMapping[str, str]) -> None:
+    """sizes_rich_can_use, in place: for a command that starts no job (whose environment stays the user's)."""
+    for name in SIZES:
+        if name in environ and _positive(environ[name]) is None:
+            del environ[name]
+
+
+def console(stderr: bool = False, **options: object):  # -> rich.console.Console
+    """A rich console on stdout or stderr, sized as sizes_rich_can_use says, and left unwrapped where
+    ``unwrapped`` says."""
+    from rich.console import Console
+
+    made = Console(stderr=stderr, _environ=sizes_rich_can_use(os.environ), **options)
+    if unwrapped(made.is_terminal):
+        made.width = NO_WRAP_WIDTH
+    return made
+
+
+def _positive(text: str) -> int | None:
+    return int(text) if text.isascii() and text.isdigit() and int(text) > 0 else None

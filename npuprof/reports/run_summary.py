@@ -17,7 +17,7 @@ from npuprof.byte_sizes import human_bytes
 from npuprof.config import ProfileConfig, Schedule
 from npuprof.invocation import npuprof_cmd
 from npuprof.job_processes import outliving_the_job
-from npuprof.reports.line_width import NO_WRAP_WIDTH, unwrapped
+from npuprof.reports import line_width
 from npuprof.reports.text import printable, shorten_middle
 from npuprof.results import free_space, layout
 from npuprof.results.logfile import (
@@ -81,13 +81,10 @@ def print_run_summary(
         line = no_capture_line(output, exit_code, cfg, log_path, run_id, reach_warned, died_of, replaced)
         _note(line)
         return line
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    console = Console(stderr=True, highlight=False)
-    if unwrapped(console.is_terminal):  # a log or a pipe: a line whole, a command in it to be copied
-        console.width = NO_WRAP_WIDTH
+    console = line_width.console(stderr=True, highlight=False)  # a log or a pipe: each line whole
     # No box and the pid left out (it is in the directory's name), so that a row fits 80 columns; a
     # directory name is never split over lines, only shortened in its middle when the terminal is narrow.
     outside = sum(1 for c in captures if not c.rank_dir.is_relative_to(output))
@@ -1537,10 +1534,9 @@ def _note(text: str) -> None:
         tty = stream.isatty()
     except (AttributeError, ValueError):
         tty = False
-    width = NO_WRAP_WIDTH if unwrapped(tty) else 80
-    columns = os.environ.get("COLUMNS", "")
-    if columns.isascii() and columns.isdigit() and int(columns) > 0:
-        width = int(columns)
+    width = line_width.NO_WRAP_WIDTH if line_width.unwrapped(tty) else 80
+    if (columns := line_width.columns()) is not None:
+        width = columns
     elif tty:
         import shutil
 
