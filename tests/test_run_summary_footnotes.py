@@ -50,3 +50,26 @@ def test_notes_apart_or_of_other_words_stay_apart() -> None:
     assert grouped(two) == [(["a"], BESIDE.format(3)), (["b"], BESIDE.format(5))]
     paths = [(k, f"copied to /tmp/run{k}/trace_pid{k}.json") for k in range(3)]  # numbers inside names
     assert grouped(paths) == [([k], text) for k, text in paths]
+
+
+def test_numbers_that_are_parts_of_something_else_are_not_merged() -> None:
+    """A sign was left out of the number ("-5", "-3", "-7" merged into "-3 to 7"), and each part of a span,
+    a time, a version or a thread's name merged on its own ("steps 5-9", "15-19", "25-29" into "steps 5
+    to 25-9 to 29")."""
+    from npuprof.reports.footnotes import grouped
+
+    skews = [(k, f"its clock ran {ms} ms off the launcher's") for k, ms in enumerate(["-5", "-3", "-7"])]
+    assert grouped(skews) == [([0, 1, 2], "its clock ran -7 to -3 ms off the launcher's")]
+    signs = [(k, f"{ms} ms off") for k, ms in enumerate(["-5", "3", "-7"])]
+    assert grouped(signs) == [([0, 1, 2], "-7 to 3 ms off")]
+    for texts in [
+        ["steps 5-9 kept", "steps 15-19 kept", "steps 25-29 kept"],
+        ["written by torch 2.1.0", "written by torch 2.3.0", "written by torch 2.10.0"],
+        ["ended at 12:30:01", "ended at 12:31:05", "ended at 12:32:00"],
+        ["1,234 events", "1,567 events", "2,001 events"],
+        ["Thread-3 took the steps", "Thread-4 took the steps", "Thread-5 took the steps"],
+    ]:
+        notes = list(enumerate(texts))
+        assert grouped(notes) == [([k], text) for k, text in notes], texts
+    ends = [(k, f"step {s} is partial.") for k, s in enumerate([3, 9, 6])]  # a sentence's full stop
+    assert grouped(ends) == [([0, 1, 2], "step 3 to 9 is partial.")]

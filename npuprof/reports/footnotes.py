@@ -15,9 +15,11 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-# a number standing alone: not one inside a name or path (a pid in vm_4242_..._ascend_pt, /tmp/run3/x.json),
-# which would tell notes of other captures apart, never merge into a range
-_NUMBER = re.compile(r"(?<![\w./])\d+(?:\.\d+)?(?![\w/])")
+# a number standing alone, its sign with it: not one inside a name or path (a pid in vm_4242_..._ascend_pt,
+# /tmp/run3/x.json, thread Thread-3), nor a part of a span, a time, a version or a grouped figure (steps 5-9,
+# 12:30:01, 2.1.0, 1,234): those tell notes of other captures apart, never merge into a range ("-5", "-3"
+# read "-3 to 5", "steps 5-9", "15-19" read "steps 5 to 15-9 to 19")
+_NUMBER = re.compile(r"(?<![\w./:,-])-?\d+(?:\.\d+)?(?![\w/]|[-:,.]\d)")
 GROUPED_FROM = 3  # like notes of this many captures in a row are one footnote
 
 
