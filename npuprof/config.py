@@ -542,11 +542,15 @@ def parse_step_on(text: str, source: str = "--step-on", command: list[str] | Non
     module, sep, qualname = text.partition(":")
     parts = qualname.split(".") if qualname else []
     if sep and qualname and _is_file_name(module):  # cnn.py:train_step was reported only after the job
+        named = qualname if all(p.isidentifier() for p in parts) else "FUNCTION"  # (x.py:f:g, x.py:<lambda>)
         raise ConfigError(
             source,
             f"{module!r} is a file name, not a module name",
-            _step_on_for_file(module, qualname, command),
+            _step_on_for_file(module, named, command),
         )
+    if not sep and _is_file_name(text):  # --step-on x.py was told '--step-on __main__:x.py'
+        fix = _step_on_for_file(text, "FUNCTION", command)
+        raise ConfigError(source, f"{text!r} is a file name, not MODULE:QUALNAME", fix)
     if sep and module and "<locals>" in parts:
         outer = ".".join(parts[: parts.index("<locals>")]) or "a function"
         raise ConfigError(
@@ -571,14 +575,17 @@ def parse_step_on(text: str, source: str = "--step-on", command: list[str] | Non
 def _is_file_name(module: str) -> bool:
     """``cnn.py``, ``models/cnn.py``: a path where MODULE belongs (a module ``py`` of a package ``cnn`` is
     taken for the file: such a name is far more often the script's file than that module)."""
-    return module.endswith(".py") or "/" in module or os.sep in module
+    return module.endswith(_SOURCE_SUFFIXES) or "/" in module or os.sep in module
+
+
+_SOURCE_SUFFIXES = (".py", ".pyw", ".pyc")  # a Python file's, never a module's
 
 
 def _step_on_for_file(path: str, qualname: str, command: list[str] | None) -> str:
     """What --step-on names the function of file ``path`` as: ``__main__`` where it is the script that
     ``command`` runs, else its module name (both, where the command is not known)."""
     own = f"--step-on __main__:{qualname}"
-    stem = os.path.normpath(path[:-3] if path.endswith(".py") else path)
+    stem = os.path.normpath(os.path.splitext(path)[0] if path.endswith(_SOURCE_SUFFIXES) else path)
     dotted = stem.replace(os.sep, ".").replace("/", ".")
     as_module = f"--step-on {dotted}:{qualname}" if all(p.isidentifier() for p in dotted.split(".")) else ""
     imported = as_module or f"--step-on MODULE:{qualname}, MODULE as the job imports it"

@@ -39,6 +39,29 @@ def test_step_on_a_file_name_is_refused_before_the_job(
     assert not (tmp_path / "ran").exists()
 
 
+@pytest.mark.parametrize(
+    "step_on, expected",
+    [
+        ("cnn.py:f:g", "'cnn.py' is a file name, not a module name"),
+        ("cnn.py:<lambda>", "'cnn.py' is a file name, not a module name"),
+        ("cnn.py", "'cnn.py' is a file name, not MODULE:QUALNAME"),
+        ("cnn.pyc:train_step", "'cnn.pyc' is a file name, not a module name"),
+    ],
+)
+def test_the_fix_a_file_name_is_given_is_itself_accepted(step_on: str, expected: str) -> None:
+    """``--step-on cnn.py:f:g`` was told ``--step-on __main__:f:g``, ``--step-on cnn.py`` ``--step-on
+    __main__:cnn.py``: the first refused in turn, the second ran the whole job to say no process defined
+    cnn; ``cnn.pyc:f`` ran the whole job. The fix named, its FUNCTION filled in, is a --step-on value."""
+    from npuprof.config import ConfigError, parse_step_on
+
+    for command in (["python", "cnn.py"], ["python", "train.py"]):
+        with pytest.raises(ConfigError) as refused:
+            parse_step_on(step_on, command=command)
+        assert refused.value.problem == expected, refused.value.one_line()
+        suggested = refused.value.fix.split()[1].replace("FUNCTION", "train_step")  # --step-on VALUE ...
+        assert parse_step_on(suggested, command=command)[1] == "train_step", suggested
+
+
 @pytest.mark.parametrize("command", ["status", "trigger"])
 def test_status_and_trigger_without_dir_say_one_line(command: str) -> None:
     """With no DIR, status and trigger printed their whole help (typer's no_args_is_help) where analyse,
