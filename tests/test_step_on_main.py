@@ -292,6 +292,51 @@ def test_a_definition_seen_at_a_later_collection_says_earlier_calls_went_uncount
     assert len(rank_dirs(tmp_path / "out")) == 1, text
 
 
+RACED = """
+import gc
+import threading
+
+entered, defined = threading.Event(), threading.Event()
+
+
+def slow(phase, info):  # the job's own gc callback, waiting (on a log file, say) in a worker's collection
+    if phase == "start" and threading.current_thread().name == "collector" and not defined.is_set():
+        entered.set()
+        defined.wait(60)
+
+
+gc.callbacks.append(slow)
+collector = threading.Thread(target=gc.collect, name="collector")
+collector.start()
+entered.wait(60)
+
+
+def train_step():
+    pass
+
+
+defined.set()
+collector.join()
+for _ in range(12):
+    train_step()
+"""
+
+
+def test_a_definition_while_another_thread_collects_is_not_said_seen_late(tmp_path: Path) -> None:
+    """The placeholder freed by the script's def while another thread's collection ran (its callbacks or
+    finalizers let go of the GIL) was taken for one freed by that collection: the run's end said npuprof
+    saw train_step only at a collection after its def, calls before uncounted, and to define it before
+    the first @torch.jit.script function, of a job with no jit that had every call counted."""
+    script = tmp_path / "train.py"
+    script.write_text(RACED)
+    proc = _run(tmp_path / "out", "train_step", (2, 1, 2), [sys.executable, str(script)])
+    assert proc.returncode == 0, proc.stderr
+    assert "garbage collection" not in proc.stderr and "not counted" not in proc.stderr, proc.stderr
+    log = (tmp_path / "out" / "npuprof.log").read_text()
+    assert "steps counted in this process: 12" in log, log
+    assert len(rank_dirs(tmp_path / "out")) == 1, proc.stderr
+
+
 SCRIPTED = """
 import gc
 

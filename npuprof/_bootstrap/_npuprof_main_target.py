@@ -4,12 +4,13 @@ this file is loaded, by its path, only by processes given a ``__main__`` target.
 
 import gc
 import sys
-from _weakref import ref  # the builtin module: nothing more imported
+from _thread import get_ident  # builtin modules: nothing more imported
+from _weakref import ref
 
 _wake = _report = _entry = None  # set by watch(): sitecustomize's functions
 _target = ["__main__:?"]  # --step-on's value
 _watched = []  # (module, name, weak reference to the placeholder) while a collection may see it bound
-_collecting = []  # not empty while a garbage collection runs
+_collecting = []  # the thread whose garbage collection runs, while one runs
 
 
 class _Unbound:
@@ -35,7 +36,9 @@ class _Unbound:
             if self.name and self.name in self.module.__dict__ and not sys.is_finalizing():
                 _stop_watching()
                 _wake("__main__", self.module)
-                if _collecting:  # freed by a collection, not by the script's binding: see _at_collection
+                # freed by a collection, not by the script's binding (see _at_collection); a binding in
+                # another thread while one collects (its callbacks or finalizers let go of the GIL) is not
+                if get_ident() in _collecting:
                     _seen_late(self.module)
         except Exception as exc:
             _report(f"--step-on __main__: {exc!r}")
@@ -69,7 +72,7 @@ def _at_collection(phase, info):
     if phase != "start":
         _collecting.clear()
         return
-    _collecting.append(True)
+    _collecting.append(get_ident())
     try:
         if not _watched or sys.is_finalizing():
             return
