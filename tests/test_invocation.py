@@ -76,3 +76,27 @@ def test_npuprof_on_path_is_suggested_bare_and_another_path_as_given(tmp_path: P
         )
         assert result.returncode == 0, result.stderr
         assert f"; see {expected} status {watched}\n" in result.stdout, (how, result.stdout)
+
+
+def test_usage_errors_point_at_the_help_as_the_user_can_run_it(tmp_path: Path) -> None:
+    """A usage error ended 'see npuprof status --help' (status or trigger without DIR, an unknown flag or
+    command, run without a command: 'e.g. npuprof run -- python train.py'): "command not found" for
+    npuprof run as 'my venv/bin/npuprof' with no npuprof on PATH."""
+    script = _console_script(tmp_path / "my venv" / "bin")
+    typed = "my venv/bin/npuprof"
+    quoted = shlex.quote(typed)
+    for args, ends in [
+        (["status"], f"; see {quoted} status --help"),
+        (["trigger"], f"; see {quoted} trigger --help"),
+        (["analyse", "--bogus"], f"; see {quoted} analyse --help"),
+        (["bogus"], f"; see {quoted} --help"),
+        (["run"], f"e.g. {quoted} run -- python train.py ({quoted} run --help: the flags)"),
+    ]:
+        result = subprocess.run(
+            [typed, *args], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=60
+        )
+        assert result.returncode == 2 and result.stderr.endswith(f"{ends}\n"), (args, result.stderr)
+    helped = subprocess.run(  # what it points at runs, from where the user is
+        ["sh", "-c", f"{quoted} status --help"], cwd=tmp_path, env=_env(), capture_output=True, text=True
+    )
+    assert helped.returncode == 0 and "Usage:" in helped.stdout, (script, helped.stderr)

@@ -401,10 +401,13 @@ def _run_typer() -> int:
     try:
         result = get_app()(prog_name="npuprof", standalone_mode=False)
     except usage_error as exc:
+        from npuprof.invocation import npuprof_cmd
+
         where = exc.ctx.command_path if exc.ctx is not None else "npuprof"
         command = sys.argv[1] if len(sys.argv) > 1 else ""
         if where == "npuprof" and command in COMMAND_NAMES:
             where = f"npuprof {command}"  # an option the command's parser refused: its help is the one
+        helped = npuprof_cmd(" ".join([*where.split()[1:], "--help"]))  # as the user can run it
         message = " ".join(exc.format_message().split()).rstrip(".")
         message = _in_our_words(message)
         launcher = _launchers_flag(message) if where == "npuprof run" else None
@@ -416,7 +419,7 @@ def _run_typer() -> int:
                 "alone; export-stacks and memory-timeline take --rank N\n"
             )
         elif where == "npuprof trigger" and (why := _runs_flag_given_to_trigger(message)) is not None:
-            sys.stderr.write(f"{where}: error: {why}; see {where} --help\n")
+            sys.stderr.write(f"{where}: error: {why}; see {helped}\n")
         elif launcher is not None:  # `npuprof run --nproc-per-node 8 train.py`: torchrun itself was left out
             sys.stderr.write(
                 f"{where}: error: {launcher} is torchrun's flag, not npuprof's; start torchrun after --: "
@@ -424,7 +427,7 @@ def _run_typer() -> int:
             )
         elif message:  # (no_args_is_help shows the help, then raises with no message)
             give = _GIVE_FOR_MISSING.get(where, "") if message.startswith("Missing argument") else ""
-            sys.stderr.write(f"{where}: error: {message}{give}; see {where} --help\n")
+            sys.stderr.write(f"{where}: error: {message}{give}; see {helped}\n")
         return 2
     except (typer.Abort, KeyboardInterrupt):
         sys.stderr.write("npuprof: aborted\n")

@@ -25,10 +25,13 @@ def run_command(ctx: typer.Context, **params: Any) -> None:
 
     command = params.pop("command", None)
     if not command:
+        from npuprof.invocation import npuprof_cmd
+
         _fail(
             "COMMAND",
             "missing",
-            "put the command after --, e.g. npuprof run -- python train.py (npuprof run --help: the flags)",
+            f"put the command after --, e.g. {npuprof_cmd('run -- python train.py')} "
+            f"({npuprof_cmd('run --help')}: the flags)",
         )
     config = params.pop("config", None)
     flags = {k: v for k, v in params.items() if v is not None}
