@@ -337,6 +337,54 @@ def test_a_definition_while_another_thread_collects_is_not_said_seen_late(tmp_pa
     assert len(rank_dirs(tmp_path / "out")) == 1, proc.stderr
 
 
+PAIRED = """
+import gc
+
+gc.disable()
+phases = []
+
+
+def mine(phase, info):  # the job's own gc callback, after npuprof's: a GC pause timer, say
+    phases.append(phase)
+
+
+gc.callbacks.append(mine)
+
+
+class Compiled:  # what torch.jit.script leaves of a function it compiles: a copy of the script's globals
+    pass
+
+
+jit = Compiled()
+jit.cycle, jit.resolution_globals = jit, dict(globals())
+
+
+def train_step():
+    pass
+
+
+gc.collect()
+for _ in range(12):
+    train_step()
+print("phases:", phases)
+"""
+
+
+def test_the_jobs_own_gc_callback_gets_both_phases_of_the_collection_npuprof_wakes_at(tmp_path: Path) -> None:
+    """npuprof's gc.callbacks entry took itself out of the list at the collection where it found the name
+    bound, while Python was calling that list: the job's own callback after it moved into its place and
+    was skipped, so it got that collection's 'stop' without its 'start' (a GC pause timer measured from
+    the collection before)."""
+    script = tmp_path / "train.py"
+    script.write_text(PAIRED)
+    proc = _run(tmp_path / "out", "train_step", (2, 1, 2), [sys.executable, str(script)])
+    assert proc.returncode == 0, proc.stderr
+    assert "phases: ['start', 'stop']\n" in proc.stdout, proc.stdout
+    assert "only at a garbage collection after it" in " ".join(proc.stderr.split()), proc.stderr
+    log = (tmp_path / "out" / "npuprof.log").read_text()
+    assert "steps counted in this process: 12" in log, log
+
+
 SCRIPTED = """
 import gc
 

@@ -79,22 +79,27 @@ def _at_collection(phase, info):
         module, name, placeholder = _watched[0]
         held = placeholder()
         if held is None or not held.name:
-            _stop_watching()
+            _stop_watching(remove=False)
             return
         if module.__dict__.get(name, held) is held:
             return  # not bound yet (or deleted again)
         held.name = ""  # its __del__, whenever it comes, wakes nothing
         del held
-        _stop_watching()
+        _stop_watching(remove=False)
         _wake("__main__", module)
         _seen_late(module)
     except Exception as exc:
-        _stop_watching()
+        _stop_watching(remove=False)
         _report(f"--step-on __main__: {exc!r}")
 
 
-def _stop_watching():
+def _stop_watching(remove=True):
+    """``remove``: False from _at_collection, which stays in gc.callbacks, doing nothing but its flag:
+    Python is calling that list in order, and taking an entry out then moves the next one into its place,
+    skipped for this phase (a job's own GC timer after it got a 'stop' without its 'start')."""
     _watched.clear()
+    if not remove:
+        return
     try:
         gc.callbacks.remove(_at_collection)
     except ValueError:
