@@ -770,3 +770,36 @@ def test_a_columns_rich_cannot_use_loses_no_line(
     assert note.endswith(f"{rank_dir} --svg flame.svg"), report.stdout  # whole: as without COLUMNS
     helped = npuprof("status", "--help", env=env)
     assert helped.returncode == 0 and "Usage:" in helped.stdout, (helped.stdout, helped.stderr)
+
+
+def test_force_color_in_a_log_keeps_lines_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FORCE_COLOR=1 (a CI log in colour) makes rich take any stream for a terminal: a report saved to a
+    file or a run summary in a log wrapped at 80 columns again, the suggested commands split over two lines
+    and directory names shortened with an ellipsis. The width follows the stream itself."""
+    import re
+
+    from npuprof.config import ProfileConfig
+    from npuprof.reports.run_summary import print_run_summary
+    from npuprof.results.run_record import CaptureSummary
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    output = tmp_path / ("a_long_output_directory_" * 4) / "of_this_run"
+    name = "vm_8952_20261202121245485_ascend_pt" + "_renamed" * 8
+    capture = CaptureSummary(
+        rank_dir=output / name, status="complete", rank=None, pid=8952, steps=[6, 7], size_bytes=3 << 20,
+        detail="", parsed=True,
+    )  # fmt: skip
+    print_run_summary(output, [capture], 0, ProfileConfig(), output / "npuprof.log")
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().err)
+    assert f"next: npuprof analyse {output}   (exit code of the job: 0)" in plain.splitlines(), plain
+    assert name in plain, plain
+    rank_dir = write_rank_dir(tmp_path / "r", cpu_trace())
+    env = {k: v for k, v in clean_env().items() if k != "COLUMNS"}
+    report = npuprof("analyse", str(rank_dir), env={**env, "FORCE_COLOR": "1"})
+    assert report.returncode == 0, report.stderr
+    lines = re.sub(r"\x1b\[[0-9;]*m", "", report.stdout).splitlines()
+    (note,) = [line for line in lines if line.startswith("no device kernels")]
+    assert note.endswith(f"{rank_dir} --svg flame.svg"), report.stdout

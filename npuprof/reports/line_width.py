@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping, MutableMapping
 
 NO_WRAP_WIDTH = 1 << 14  # the width where lines are not wrapped (unwrapped): wide enough for any line
@@ -43,9 +44,19 @@ def console(stderr: bool = False, **options: object):  # -> rich.console.Console
     from rich.console import Console
 
     made = Console(stderr=stderr, _environ=sizes_rich_can_use(os.environ), **options)
-    if unwrapped(made.is_terminal):
+    # the stream's own word, not rich's is_terminal: FORCE_COLOR (CI logs in colour) makes that true in a
+    # log, which then wrapped at 80 columns, a suggested command split over two lines
+    if unwrapped(isatty(sys.stderr if stderr else sys.stdout)):
         made.width = NO_WRAP_WIDTH
     return made
+
+
+def isatty(stream: object) -> bool:
+    """Whether ``stream`` is a terminal (a closed or odd stream is not)."""
+    try:
+        return bool(stream.isatty())  # type: ignore[attr-defined]
+    except (AttributeError, ValueError, OSError):
+        return False
 
 
 def _positive(text: str) -> int | None:

@@ -114,7 +114,7 @@ def print_run_summary(
         rows.append([rank, *attempt, steps, status, human_bytes(c.size_bytes), "yes" if c.parsed else "no"])
     widths = [max(len(name), *(len(r[k]) for r in rows)) for k, name in enumerate(short_columns)]
     room = max(console.width - sum(widths) - 2 * len(widths), MIN_DIRECTORY_WIDTH)
-    if not console.is_terminal:  # a log or a pipe: the names whole, to be copied
+    if not line_width.isatty(sys.stderr):  # a log or a pipe, FORCE_COLOR or not: names whole
         room = 1 << 16
     for row, c in zip(rows, listed, strict=True):
         table.add_row(*row, escape(shorten_middle(printable(_shown_dir(c.rank_dir, output)), room)))
