@@ -872,13 +872,17 @@ def _unknown_keys(
 
     lowered = {k.lower(): k for k in known}
     placed = _placed_keys()
+    flag_only = _flags_without_a_key()
     misspelt: list[str] = []
     newer: list[str] = []
     for key in unknown:
         close = difflib.get_close_matches(key.lower(), lowered, n=1, cutoff=_MISSPELT_RATIO)
         meant = placed.get(key.lower().replace("-", "_"))
+        flag = flag_only.get(key.lower().replace("-", "_"))
         if meant is not None:  # a key of the other level, or the flag's name: never a newer release's key
             misspelt.append(f"{_key_names([section + key])} (did you mean {meant}?)")
+        elif flag is not None:  # step_on: "a newer torch_npu release's key?", ignored
+            misspelt.append(f"{_key_names([section + key])} ({flag} has no key in the file: give the flag)")
         elif close:
             misspelt.append(f"{_key_names([section + key])} (did you mean {section}{lowered[close[0]]}?)")
         else:
@@ -893,6 +897,18 @@ def _unknown_keys(
         if on_bad is None:
             raise error
         on_bad(error)
+
+
+def _flags_without_a_key() -> dict[str, str]:
+    """The flags the file has no key for (``--step-on``, ``--export-stacks``), by their keys' names: such a
+    key in the file is the flag's setting misplaced, never a newer release's key."""
+    from npuprof.options import RUN_OPTIONS
+
+    # (a schedule's or the ranks' names, and --config's, may yet be a torch_npu release's keys)
+    return {o.key: o.flag for o in RUN_OPTIONS if o.key in _NPUPROF_ONLY_FLAGS and not o.config_key}
+
+
+_NPUPROF_ONLY_FLAGS = ("step_on", "export_stacks", "memory_timeline", "export_chrome_trace", "metadata_json")
 
 
 def _placed_keys() -> dict[str, str]:

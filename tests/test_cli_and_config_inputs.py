@@ -347,6 +347,26 @@ def test_a_key_at_the_wrong_level_or_named_as_its_flag_is_refused_not_ignored() 
     ]
 
 
+def test_a_key_named_as_a_flag_the_file_has_no_key_for_is_refused() -> None:
+    """``{"step_on": "train:step"}`` (or export_stacks, memory_timeline...) was warned as "keys of a newer
+    torch_npu release?" and ignored: the job ran whole, its steps counted at optimizer.step(). The flag
+    has no key in the file: refused, naming it."""
+    from npuprof.config import ConfigError, config_from_json
+
+    for data, said in (
+        ({"step_on": "train:step"}, "step_on (--step-on has no key in the file: give the flag)"),
+        (
+            {"experimental_config": {"export_stacks": "cpu"}},
+            "experimental_config.export_stacks (--export-stacks has no key in the file: give the flag)",
+        ),
+    ):
+        with pytest.raises(ConfigError) as refused:
+            config_from_json(data, "f.json")
+        assert refused.value.one_line() == (
+            f'f.json: unknown key(s) {said}; see docs/formats.md, "profiler_config.json"'
+        )
+
+
 @pytest.mark.parametrize("flag", ["--nproc-per-node", "--nproc_per_node=8", "--standalone"])
 def test_a_torchrun_flag_given_to_run_says_to_start_torchrun_after_the_dashes(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], flag: str
