@@ -420,10 +420,12 @@ def _env_of(words: list[str]) -> str | None:
             )
         )
     if replaced:
+        from npuprof.invocation import npuprof_cmd
+
         return (
             f"env {replaced}: env replaces the PYTHONPATH on which npuprof puts its hook, so nothing will be "
-            f"captured; set it before npuprof instead ({replaced} npuprof run -- ...), which keeps yours "
-            "after npuprof's directory"
+            f"captured; set it before npuprof instead ({replaced} {npuprof_cmd('run -- ...')}), which keeps "
+            "yours after npuprof's directory"
         )
     return None
 

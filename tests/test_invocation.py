@@ -100,3 +100,20 @@ def test_usage_errors_point_at_the_help_as_the_user_can_run_it(tmp_path: Path) -
         ["sh", "-c", f"{quoted} status --help"], cwd=tmp_path, env=_env(), capture_output=True, text=True
     )
     assert helped.returncode == 0 and "Usage:" in helped.stdout, (script, helped.stderr)
+
+
+def test_the_env_pythonpath_warning_names_npuprof_as_run(tmp_path: Path) -> None:
+    """`npuprof run -- env PYTHONPATH=x python t.py` was told to run 'PYTHONPATH=x npuprof run -- ...'
+    instead, bare npuprof where the user ran 'my venv/bin/npuprof'."""
+    _console_script(tmp_path / "my venv" / "bin")
+    result = subprocess.run(
+        ["my venv/bin/npuprof", "run", "-o", "out", "--", "env", "PYTHONPATH=/x", sys.executable, "-c", ""],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stderr.split())
+    assert "set it before npuprof instead (PYTHONPATH=/x 'my venv/bin/npuprof' run -- ...)" in said, said
