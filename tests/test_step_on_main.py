@@ -385,6 +385,48 @@ def test_the_jobs_own_gc_callback_gets_both_phases_of_the_collection_npuprof_wak
     assert "steps counted in this process: 12" in log, log
 
 
+BOUND_IN_A_CALLBACK = """
+import gc
+
+gc.disable()
+phases, bound = [], []
+
+
+def step_function():
+    pass
+
+
+def binder(phase, info):  # a callback of the job's that binds the step function, while Python calls the list
+    if phase == "start" and not bound:
+        bound.append(True)
+        globals()["train_step"] = step_function
+
+
+def mine(phase, info):  # the job's own callback after it: a GC pause timer, say
+    phases.append(phase)
+
+
+gc.callbacks.extend([binder, mine])
+gc.collect()
+for _ in range(12):
+    train_step()
+print("phases:", phases)
+"""
+
+
+def test_a_name_bound_inside_a_gc_callback_skips_no_callback_after_it(tmp_path: Path) -> None:
+    """The placeholder freed while a collection calls gc.callbacks (the name bound by a callback, or by
+    another thread while one collects) took npuprof's entry out of that list mid-call: the callback after
+    the binder moved into its place and was skipped, getting that collection's 'stop' without its 'start'."""
+    script = tmp_path / "train.py"
+    script.write_text(BOUND_IN_A_CALLBACK)
+    proc = _run(tmp_path / "out", "train_step", (2, 1, 2), [sys.executable, str(script)])
+    assert proc.returncode == 0, proc.stderr
+    assert "phases: ['start', 'stop']\n" in proc.stdout, proc.stdout
+    log = (tmp_path / "out" / "npuprof.log").read_text()
+    assert "steps counted in this process: 12" in log, log
+
+
 SCRIPTED = """
 import gc
 

@@ -34,7 +34,7 @@ class _Unbound:
     def __del__(self):
         try:
             if self.name and self.name in self.module.__dict__ and not sys.is_finalizing():
-                _stop_watching()
+                _stop_watching(remove=not _collecting)  # a collection may be calling gc.callbacks now
                 _wake("__main__", self.module)
                 # freed by a collection, not by the script's binding (see _at_collection); a binding in
                 # another thread while one collects (its callbacks or finalizers let go of the GIL) is not
