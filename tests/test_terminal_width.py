@@ -772,6 +772,18 @@ def test_a_columns_rich_cannot_use_loses_no_line(
     assert helped.returncode == 0 and "Usage:" in helped.stdout, (helped.stdout, helped.stderr)
 
 
+@pytest.mark.parametrize("width", ["0", "abc"])
+def test_a_terminal_width_typer_cannot_use_loses_no_help(width: str) -> None:
+    """TERMINAL_WIDTH (typer's own variable for its help's width, read when typer is imported): ``abc`` gave
+    a ValueError traceback for `npuprof --help` and `analyse --help`, ``0`` an empty help, exit 0 (helper-329
+    found the first). Such a value is taken as unset, as a COLUMNS rich cannot use is."""
+    env = {**clean_env(), "TERMINAL_WIDTH": width}
+    for command in (["--help"], ["analyse", "--help"], ["status", "--help"]):
+        helped = npuprof(*command, env=env)
+        assert helped.returncode == 0 and "Traceback" not in helped.stderr, (command, helped.stderr)
+        assert "Usage:" in helped.stdout, (command, helped.stdout)
+
+
 def test_force_color_in_a_log_keeps_lines_whole(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

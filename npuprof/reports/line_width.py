@@ -8,7 +8,7 @@ import sys
 from collections.abc import Mapping, MutableMapping
 
 NO_WRAP_WIDTH = 1 << 14  # the width where lines are not wrapped (unwrapped): wide enough for any line
-SIZES = ("COLUMNS", "LINES")  # what rich reads a console's size from
+SIZES = ("COLUMNS", "LINES", "TERMINAL_WIDTH")  # what rich reads a console's size from, and typer its help's
 
 
 def columns() -> int | None:
@@ -24,7 +24,8 @@ def unwrapped(tty: bool) -> bool:
 
 
 def sizes_rich_can_use(environ: Mapping[str, str]) -> dict[str, str]:
-    """``environ`` less a COLUMNS or LINES that is no positive whole number. rich takes COLUMNS=0 for a
+    """``environ`` less a COLUMNS, LINES or TERMINAL_WIDTH that is no positive whole number (typer reads the
+    last when it is imported: ``0`` printed every help empty, ``abc`` a traceback). rich takes COLUMNS=0 for a
     console 0 wide, which prints nothing (the run summary's `next:` line, analyse's notes and every help
     were lost), and fails with a ValueError on a digit int() refuses (``²``); without it, rich sizes the
     console as it does where none is set."""
