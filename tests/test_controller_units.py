@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 import torch.autograd.profiler as autograd_profiler
 import torch.profiler as tp
+from _pauses_clock import PausesOnlyClock
 from conftest import recursion_depth_of_caller, run_on_thread
 
 from npuprof.agent import controller as controller_module
@@ -1339,18 +1340,15 @@ def test_a_sigterm_waits_for_the_recording_threads_step_in_flight_and_its_export
 # ---- a SIGTERM's waits, all counted from the signal (helper-304) ------------------------------------
 # torchrun's and Slurm's SIGKILL 30 s after their SIGTERM, npuprof's 28 s (of which 2 s for the hand-over),
 # the hold's 20 s, the controller's 10 s and 18 s, the watcher's 5 s grace in a rank of several
-# (docs/architecture.md, "Signals"): all scaled by SIGTERM_SCALE, in seconds of the signal's time.
-# (0.15 once: a machine loaded 3x beyond CI's woke the hand-over's thread 0.05-0.5 s of scaled time late)
-SIGTERM_SCALE = 0.2
+# (docs/architecture.md, "Signals"), in seconds of a SIGTERM's clock that moves only by the code's own
+# pauses (tests/_pauses_clock.py): scaled down to real time (0.15-0.2 s a second), a machine loaded 3x beyond
+# CI's woke the hand-over's or the watcher's thread late enough to miss the margins.
 SIGTERM_DEATH_S = 28.0  # the most from the signal to the process's death, as npuprof plans it
 SIGTERM_FINISH_S = 26.0  # ... less the hand-over's 2 s: when the finish is given up
 # what the user sees: the death before the launcher's SIGKILL (a wait counted from the handler's start, the
-# bugs these tests guard, ended 33-34.5 s after the signal); 28 s itself is only as exact as the scheduler
+# bugs these tests guard, ended 33-34.5 s after the signal)
 SIGKILL_S = 30.0
-
-
-def _scaled(seconds: float) -> float:
-    return seconds * SIGTERM_SCALE
+NEVER_S = float("inf")  # a wait of the test's that only its event ends
 
 
 class SlowPipe:
@@ -1359,16 +1357,17 @@ class SlowPipe:
 
     spool = None
 
-    def __init__(self) -> None:
+    def __init__(self, clock: PausesOnlyClock) -> None:
+        self.clock = clock
         self.drained: list[tuple[float, float]] = []  # each drain's start and end
 
     def hold(self, held: bool) -> None:
         pass
 
-    def drain(self, timeout_s: float, copies_s: float = 0.0) -> list[dict[str, Any]]:
-        began = time.monotonic()
-        time.sleep(timeout_s)
-        self.drained.append((began, time.monotonic()))
+    def drain(self, timeout_s: float = 5.0, copies_s: float = 0.0) -> list[dict[str, Any]]:
+        began = self.clock.monotonic()  # (by default the exit's 5 s, docs/architecture.md "Signals")
+        self.clock.sleep(timeout_s)
+        self.drained.append((began, self.clock.monotonic()))
         return []
 
     def spool_left(self, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -1377,23 +1376,19 @@ class SlowPipe:
 
 class SigtermRig:
     """A Rig whose capture a training thread records, under a SigtermGuard whose on_term is the agent's
-    (entry.Agent._on_sigterm, its hand-over to a SlowPipe); the watcher's death of SIGTERM recorded (when)
-    instead of done."""
+    (entry.Agent._on_sigterm, its hand-over to a SlowPipe), on a SIGTERM's clock that moves only by the
+    code's pauses; the watcher's death of SIGTERM recorded (when) instead of done."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, rig: Rig) -> None:
-        from npuprof.agent import signals
-        from npuprof.results import postprocess
+        from npuprof.agent import signals, sigterm_clock
 
-        monkeypatch.setattr(signals, "HANDLER_LIMIT_S", _scaled(20.0))
-        monkeypatch.setattr(signals, "SIGTERM_LIMIT_S", _scaled(28.0))
-        monkeypatch.setattr(signals, "HAND_OVER_S", _scaled(2.0))
-        monkeypatch.setattr(controller_module, "DECISION_WAIT_S", _scaled(10.0))
-        monkeypatch.setattr(controller_module, "FINISH_WAIT_S", _scaled(18.0))
-        monkeypatch.setattr(postprocess, "HANDOVER_DRAIN_S", _scaled(5.0))
+        self.clock = PausesOnlyClock()
+        self.clock.take_part()  # the test's thread: time stands until it pauses
+        monkeypatch.setattr(sigterm_clock, "CLOCK", self.clock)
         self.died: list[float] = []
-        monkeypatch.setattr(signals, "_die_of", lambda signum: self.died.append(time.monotonic()))
+        monkeypatch.setattr(signals, "_die_of", lambda signum: self.died.append(self.clock.monotonic()))
         self.rig = rig
-        self.pipe = SlowPipe()
+        self.pipe = SlowPipe(self.clock)
         self.guard = signals.SigtermGuard(
             self.on_term, rig.log, recorded_off_main=rig.c.recorded_off_the_main_thread
         )
@@ -1422,14 +1417,11 @@ class SigtermRig:
         from npuprof.agent import signals
 
         assert self.guard.install()
-        self.guard._grace = _scaled(signals.PEER_GRACE_S)
+        self.guard._grace = signals.PEER_GRACE_S
         with signals.export_hold(signals.PROFILER_START):
-            self.guard._export_deadline = time.monotonic() + _scaled(20.0)  # the hold's limit, scaled
-            # the signal comes: noted now, as its watcher notes it when woken (a loaded machine started the
-            # thread late, and every wait counted from then on)
-            self.arrived = self.guard._note_arrival()
-            self.watcher.start()  # the watcher, as the signal comes
-            time.sleep(_scaled(hold_s))
+            self.arrived = self.guard._note_arrival()  # the signal comes, and its watcher with it
+            self.clock.start(self.watcher)
+            self.clock.sleep(hold_s)
 
     def handled(self) -> None:
         """The held signal delivered once the hold ends: the main thread runs the handler."""
@@ -1437,7 +1429,8 @@ class SigtermRig:
         self.on_term()
 
     def put_down(self) -> None:
-        self.watcher.join(10)
+        if self.watcher.is_alive():
+            self.clock.join(self.watcher)  # what the watcher waits for comes, if anything
         self.guard.uninstall()
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.set_wakeup_fd(-1)
@@ -1480,8 +1473,8 @@ def test_a_sigterm_handled_after_a_hold_gives_up_on_the_step_in_flight_before_th
         release.set()
         trainer.join(10)
         sig.put_down()
-    assert _scaled(SIGTERM_FINISH_S) - 0.05 <= sig.finished() < _scaled(SIGTERM_DEATH_S), sig.finished()
-    assert sig.handed_over() < _scaled(SIGKILL_S), sig.handed_over()
+    assert sig.finished() == pytest.approx(SIGTERM_FINISH_S, abs=0.01), sig.finished()
+    assert sig.handed_over() < SIGKILL_S, sig.handed_over()
     assert not sig.died or sig.died[0] > sig.pipe.drained[0][1], "the watcher killed the handler mid-wait"
     (said,) = sig.given_up()
     assert "(its next step boundary)" in said and "26 s after the signal" in said, said
@@ -1499,15 +1492,15 @@ def test_a_sigterm_finished_by_the_watcher_after_a_hold_dies_before_the_sigkill(
     sig = SigtermRig(monkeypatch, rig)
     try:
         sig.sigterm_during_a_hold(19.5)
-        sig.watcher.join(10)  # the main thread stays blocked: the handler never runs
+        sig.clock.join(sig.watcher)  # the main thread stays blocked: the handler never runs
     finally:
         release.set()
         trainer.join(10)
         sig.put_down()
     assert sig.died, "the watcher never let the process die"
-    assert _scaled(SIGTERM_FINISH_S) - 0.05 <= sig.finished(), sig.finished()
+    assert sig.finished() == pytest.approx(SIGTERM_FINISH_S, abs=0.01), sig.finished()
     died = sig.died[0] - sig.arrived
-    assert sig.handed_over() <= died < _scaled(SIGKILL_S), died
+    assert sig.handed_over() <= died < SIGKILL_S, died
     (said,) = sig.given_up()
     assert "(its next step boundary)" in said, said
 
@@ -1518,22 +1511,38 @@ def test_a_sigterm_after_a_hold_gives_up_on_a_decisions_export_before_the_sigkil
     """The handler, 12 s after the signal (a hold), finds the recording thread inside a decision that ends
     4 s later and then exports the trace for long: the finish was waited for up to 18 s from the handler's
     start, 30 s after the signal, past the SIGKILL. It is given up 26 s after the signal, its export
-    named. (The decision ends 6 s before its own 10 s wait would give it up: with 2 s, 0.3 s of the test's
-    scaled time, a loaded machine once woke the recording thread too late and the wait gave up first.)"""
+    named. (The recording thread takes part in the clock: time stands while it goes from the decision's
+    end to its export.)"""
     rig = Rig(TorchPlan(skip_first=1, wait=0, warmup=0, active=5, repeat=1))
-    trainer, _, decision_over = _decision_blocked_on_a_thread(rig)
-    export_over = threading.Event()
-    stop = rig.c.prof.stop
-
-    def long_export() -> None:
-        export_over.wait(30)
-        stop()
-
-    rig.c.prof.stop = long_export
     sig = SigtermRig(monkeypatch, rig)
-    ends_the_decision = threading.Timer(_scaled(12.0 + 4.0), decision_over.set)
+    clock = sig.clock
+    blocked, decision_over, export_over = threading.Event(), threading.Event(), threading.Event()
+
+    def train() -> None:
+        rig.run(2)  # steps 1-2 recorded; the decision at step 3's boundary (the profiler's step) blocks
+        prof = rig.c.prof
+        step, stop = prof.step, prof.stop
+
+        def held_step() -> None:
+            clock.take_part()
+            blocked.set()
+            clock.wait_until(decision_over, NEVER_S)
+            step()
+
+        def long_export() -> None:
+            clock.wait_until(export_over, NEVER_S)
+            stop()
+
+        prof.step, prof.stop = held_step, long_export
+        rig.run(1)
+
+    trainer = threading.Thread(target=train)
+    trainer.start()
+    assert blocked.wait(10)
+    # the decision ends 16 s after the signal (it comes now: the clock stands until the hold's pause)
+    ends_the_decision = clock.timer(clock.monotonic() + 12.0 + 4.0, decision_over.set)
     try:
-        ends_the_decision.start()  # counted from about the signal's arrival
+        ends_the_decision.start()
         sig.sigterm_during_a_hold(12.0)
         sig.handled()
     finally:
@@ -1546,8 +1555,8 @@ def test_a_sigterm_after_a_hold_gives_up_on_a_decisions_export_before_the_sigkil
         ("begin", 1),
         ("finish", 2, "stopped by SIGTERM", "complete", 3),
     ]
-    assert _scaled(SIGTERM_FINISH_S) - 0.05 <= sig.finished() < _scaled(SIGTERM_DEATH_S), sig.finished()
-    assert sig.handed_over() < _scaled(SIGKILL_S), sig.handed_over()
+    assert sig.finished() == pytest.approx(SIGTERM_FINISH_S, abs=0.01), sig.finished()
+    assert sig.handed_over() < SIGKILL_S, sig.handed_over()
     (said,) = sig.given_up()
     assert "(its trace export)" in said, said
 

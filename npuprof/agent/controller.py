@@ -31,6 +31,7 @@ from npuprof.agent import (
     polling,
     recursion_limit,
     released_waits,
+    sigterm_clock,
     thread_deaths,
     user_profiler,
     window_plan,
@@ -1171,7 +1172,7 @@ class CaptureController:
         to finish at its next step boundary (or as it ends), and waits for it a little (never on a step
         boundary: this comes from the exit, a SIGTERM, or the script starting its own profiler):
         ``wait_s``, or EXIT_WAIT_S at exit, OTHER_THREAD_WAIT_S otherwise (see ``_still_waiting``), and never
-        past ``give_up_at`` (``time.monotonic``: a SIGTERM's, see ``finish_on_sigterm``)."""
+        past ``give_up_at`` (on ``sigterm_clock.CLOCK``: a SIGTERM's, see ``finish_on_sigterm``)."""
         if self.prof is None or self._stopping_here():
             return
         try:
@@ -1235,12 +1236,13 @@ class CaptureController:
             return
         if wait_s is None:
             wait_s = EXIT_WAIT_S if exiting else OTHER_THREAD_WAIT_S
-        asked = time.monotonic()
+        clock = sigterm_clock.CLOCK  # a SIGTERM's deadlines are on it (``give_up_at``)
+        asked = clock.monotonic()
         while self.prof is not None and self._still_waiting(asked, asked + wait_s, give_up_at):
-            time.sleep(0.005)
+            clock.sleep(0.005)
         if self.prof is None:
             return
-        if give_up_at is not None and time.monotonic() >= give_up_at:
+        if give_up_at is not None and clock.monotonic() >= give_up_at:
             self._say_given_up_on_sigterm()
         else:
             self.log.warning(f"the thread recording the capture did not finish it in time ({reason})")
@@ -1268,7 +1270,7 @@ class CaptureController:
         and while it is stopping the capture (its export begun: the capture is saved as it ends), at most
         FINISH_WAIT_S. At exit too: a daemon thread's export cut short there lost the capture. Never at or
         past ``give_up_at``."""
-        now = time.monotonic()
+        now = sigterm_clock.CLOCK.monotonic()
         if give_up_at is not None and now >= give_up_at:
             return False
         if now < deadline:

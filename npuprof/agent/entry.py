@@ -8,12 +8,11 @@ import contextlib
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from npuprof import ENV_JOB_PID, ENV_LAUNCHER_PID
-from npuprof.agent import threads
+from npuprof.agent import sigterm_clock, threads
 from npuprof.agent.log import AgentLog, get_log, never_raise, set_log
 from npuprof.agent.thread_deaths import exception_named, uncaught_named
 
@@ -548,7 +547,7 @@ class Agent:
         """Jobs the pipe could not take in time go to the post-processor's spool, parsed after the job;
         those it cannot take either are written here, unparsed. ``copies_s``: how long a memory snapshot's
         copy still under way is waited for (the process's normal end; a SIGTERM's has its own 5 s).
-        ``until``: when (``time.monotonic``) the wait for the pipe ends at the latest (a SIGTERM's
+        ``until``: when (on ``sigterm_clock.CLOCK``) the wait for the pipe ends at the latest (a SIGTERM's
         ``SigtermGuard.hand_over_by``), the rest spooled."""
         self.post.hold(False)  # nothing records any more (a capture the finalise could not stop included)
         if until is None:
@@ -556,7 +555,7 @@ class Agent:
         else:
             from npuprof.results.postprocess import HANDOVER_DRAIN_S
 
-            drain_s = max(0.0, min(HANDOVER_DRAIN_S, until - time.monotonic()))
+            drain_s = max(0.0, min(HANDOVER_DRAIN_S, until - sigterm_clock.CLOCK.monotonic()))
             left = self.post.drain(drain_s, copies_s=copies_s)
         spooled = len(left)
         from npuprof.results.postprocess import uncopied_snapshot

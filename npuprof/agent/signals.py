@@ -33,12 +33,11 @@ import contextlib
 import os
 import signal
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from npuprof.agent import child_signal, threads
+from npuprof.agent import child_signal, sigterm_clock, threads
 from npuprof.agent.child_signal import ChildSignalWrap
 from npuprof.agent.ranks import one_rank_of_several
 from npuprof.owned_fd import OwnedFd, moved_high, room_for
@@ -593,11 +592,11 @@ class SigtermGuard:
         comes; the handler, maybe after a hold), and every wait on its way to the process's death counts
         from it."""
         if self._term_arrived is None:
-            self._term_arrived = time.monotonic()
+            self._term_arrived = sigterm_clock.CLOCK.monotonic()
         return self._term_arrived
 
     def finish_by(self) -> float:
-        """When (``time.monotonic``) the finish of this SIGTERM's capture must be done, or given up:
+        """When (``sigterm_clock.CLOCK``) the finish of this SIGTERM's capture must be done, or given up:
         SIGTERM_LIMIT_S from the signal's arrival, less the hand-over's HAND_OVER_S. A finish begun after a
         hold (up to 20 s) and the watcher's grace waited its own 18 s after them: the process died up to
         43 s after the signal, torchrun's or Slurm's SIGKILL at 30 s first."""
@@ -686,7 +685,7 @@ class SigtermGuard:
             return
         self._held = self._exported = False
         self._holding = holding
-        self._export_deadline = time.monotonic() + limit_s
+        self._export_deadline = sigterm_clock.CLOCK.monotonic() + limit_s
         self._export_done.clear()
         self._exporting = True
         try:
@@ -768,7 +767,8 @@ class SigtermGuard:
             self._finish_kept(kept, 0.0)  # at full speed from now, whoever waits for it
         # During a trace export the main thread delivers the signal when done, within the limit.
         exporting = not self._export_done.is_set()
-        if exporting and not self._export_done.wait(max(0.0, self._export_deadline - time.monotonic())):
+        clock = sigterm_clock.CLOCK
+        if exporting and not clock.wait_until(self._export_done, self._export_deadline):
             self._log.error(
                 f"SIGTERM during {self._holding} that took over {HANDLER_LIMIT_S:.0f} s: dying now; "
                 "the capture in flight is lost"
@@ -780,7 +780,7 @@ class SigtermGuard:
             self._copy_while_blocked(kept, arrived)
             started = self._handler_started.is_set()  # the main thread came back meanwhile: it ends us
         if started:
-            threading.Event().wait(_handler_time_left(arrived))  # the handler kills the process before this
+            clock.wait_until(threading.Event(), _handler_deadline(arrived))  # the handler ends us before
             self._finish_took_too_long(arrived)
             return
         if not (duties.capture and self._finished_from_the_watcher(arrived)):
@@ -817,8 +817,9 @@ class SigtermGuard:
             "SIGTERM while the main thread is blocked outside Python: the capture, recorded by another "
             "thread, is finished from npuprof's watcher"
         )
-        cut = threading.Timer(_handler_time_left(arrived), self._finish_took_too_long, args=(arrived,))
-        cut.daemon = True
+        cut = sigterm_clock.CLOCK.timer(
+            _handler_deadline(arrived), lambda: self._finish_took_too_long(arrived)
+        )
         with contextlib.suppress(RuntimeError):  # no thread to be had: the finish's own waits bound it
             cut.start()
         try:
@@ -830,9 +831,9 @@ class SigtermGuard:
         return True
 
     def _finish_took_too_long(self, arrived: float) -> None:
+        took = sigterm_clock.CLOCK.monotonic() - arrived
         self._log.error(
-            f"finalising the capture on SIGTERM took too long ({time.monotonic() - arrived:.0f} s since the "
-            "signal); dying now"
+            f"finalising the capture on SIGTERM took too long ({took:.0f} s since the signal); dying now"
         )
         _die_of(signal.SIGTERM)
 
@@ -842,21 +843,21 @@ class SigtermGuard:
         and nothing is left, so the process dies as it would have at the signal. A blocked rank waited the
         whole 5 s (PEER_GRACE_S) out however soon its copy was done (helper-281). A main thread that runs
         Python starts it within IDLE_GRACE_S, as for a session: it does the hand-over then."""
-        grace = duties.grace_s(self._grace)
+        grace, clock = duties.grace_s(self._grace), sigterm_clock.CLOCK
+        began = clock.monotonic()
         if duties.capture or kept is None:
-            return self._handler_started.wait(grace)
-        began = time.monotonic()
+            return clock.wait_until(self._handler_started, began + grace)
         while True:
-            now = time.monotonic()
+            now = clock.monotonic()
             if now >= began + grace or (now >= began + IDLE_GRACE_S and kept.done()):
                 return self._handler_started.is_set()
-            if self._handler_started.wait(min(began + grace - now, 0.01)):
+            if clock.wait_until(self._handler_started, min(began + grace, now + 0.01)):
                 return True
 
     def _copy_while_blocked(self, kept: KeptWork, arrived: float) -> None:
         """The handler cannot run (the main thread is blocked outside Python): the kept work is waited
         for here, within its bound from the signal's arrival, before the process dies of SIGTERM."""
-        done = self._finish_kept(kept, arrived + kept.within_s - time.monotonic())
+        done = self._finish_kept(kept, arrived + kept.within_s - sigterm_clock.CLOCK.monotonic())
         copied = "copied first" if done else f"not copied within {kept.within_s:g} s"
         self._log.warning(
             "SIGTERM while the main thread is blocked outside Python (e.g. in a collective) after a "
@@ -864,11 +865,11 @@ class SigtermGuard:
         )
 
 
-def _handler_time_left(arrived: float) -> float:
-    """What a started handler is given: HANDLER_LIMIT_S, within SIGTERM_LIMIT_S of the signal's arrival
-    (``arrived``). A hold of up to 20 s and the handler's 20 s after it let the process die 40 s after the
-    signal, its SIGKILL at 30 s first."""
-    return max(0.0, min(HANDLER_LIMIT_S, arrived + SIGTERM_LIMIT_S - time.monotonic()))
+def _handler_deadline(arrived: float) -> float:
+    """Until when a handler started now is given: HANDLER_LIMIT_S, within SIGTERM_LIMIT_S of the signal's
+    arrival (``arrived``). A hold of up to 20 s and the handler's 20 s after it let the process die 40 s
+    after the signal, its SIGKILL at 30 s first."""
+    return min(sigterm_clock.CLOCK.monotonic() + HANDLER_LIMIT_S, arrived + SIGTERM_LIMIT_S)
 
 
 def _die_of(signum: int) -> None:
