@@ -3,6 +3,7 @@ of a plain Python job (no torch), Ctrl-Z, `fg`, `bg` as a user types them (docs/
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import shlex
@@ -128,18 +129,33 @@ def _job_handling(tmp_path: Path, handler: str) -> tuple[str, Path]:
     return shlex.join([*run, sys.executable, str(script)]), started
 
 
+def _recorded_job(out: Path) -> int | None:
+    """The job's pid as npuprof's run record in ``out`` names it, once it does."""
+    try:
+        return json.loads((out / "npuprof_run.json").read_text()).get("job_pid")
+    except (OSError, ValueError):  # not there yet (written whole: atomic rename)
+        return None
+
+
 def _in_the_background_then_fg(terminal: _Terminal, command: str, started: Path) -> tuple[int, int]:
-    """``command &`` at the shell, then `fg` once its job has started: the job's pid and npuprof's (both
-    killed here if `fg` does not give npuprof the terminal)."""
+    """``command &`` at the shell (its output in ``out`` beside ``started``), then `fg` once its job has
+    started and npuprof has started it: the job's pid and npuprof's (both killed here if `fg` does not give
+    npuprof the terminal). npuprof, once it has started the job, gives the job the terminal if its own
+    group holds it (run_child); then its run record names the job. An `fg` that came before that (the job
+    started, npuprof not yet back from starting it: a loaded machine) gave npuprof's group the terminal for
+    the moment until npuprof gave it to the job, and the wait below, looking every 20 ms, timed out (30 s)."""
     terminal.type(command.encode() + b" &\n")
     _wait_for(started.exists, "the job to start")
     job = int(started.read_text())
     launcher = _parent(job)
     try:
+        _wait_for(
+            lambda: _recorded_job(started.parent / "out") == job, "npuprof to record the job it started"
+        )
         terminal.type(b"fg\n")
         try:
             _wait_for(lambda: terminal.foreground() == launcher, "fg to give npuprof's group the terminal")
-        except AssertionError as missed:  # (seen once in a fresh-clone run; what it was is not known yet)
+        except AssertionError as missed:
             states = {p: _state(p) if Path(f"/proc/{p}").exists() else "gone" for p in (job, launcher)}
             raise AssertionError(
                 f"{missed}: the terminal's group {terminal.foreground()}, npuprof {launcher} and the job"
