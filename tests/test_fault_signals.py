@@ -1015,19 +1015,41 @@ def test_a_job_blocked_in_cpp_after_taking_npuprofs_pipe_still_dies_of_sigterm(
     assert closes_all_run["rc"] == 128 + signal.SIGTERM, closes_all_run["stderr"][-2000:]
 
 
+def _in_its_wait(pid: int) -> bool:
+    """Whether process ``pid``'s main thread is blocked in a wait for a child (the kernel's do_wait, maybe a
+    compiler's copy of it, do_wait.part.0; asleep, where the kernel does not say where)."""
+    try:
+        where = Path(f"/proc/{pid}/wchan").read_text()
+    except OSError:
+        return False
+    return where.startswith("do_wait") or (where in ("", "0") and _state(pid) == "S")
+
+
+def _blocked_so_far(pid: int) -> int:
+    """How many times process ``pid``'s main thread has blocked (gone off the CPU by itself)."""
+    try:
+        status = Path(f"/proc/{pid}/task/{pid}/status").read_text()
+    except OSError:
+        return -1
+    return int(status.split("voluntary_ctxt_switches:")[1].split()[0])
+
+
 def _signal_a_stopped_job(out: Path, tmp_path: Path, signum: int, trains: bool = True) -> tuple[int, str]:
     """`npuprof run` of a job that stops itself (SIGSTOP) after its third step (of torch training, inside
-    a capture; without ``trains``, of doing nothing: no torch), sent ``signum`` while it is stopped:
-    npuprof's exit status and stderr; the test fails when it still runs 30 s later."""
-    stopped = tmp_path / "stopped"
+    a capture; without ``trains``, of doing nothing: no torch), sent ``signum`` while it is stopped, once
+    npuprof's wait has seen it stop: npuprof's exit status and stderr; the test fails when it still runs
+    30 s later."""
+    stopped, go = tmp_path / "stopped", tmp_path / "go"
     script = _script(
         tmp_path,
         "stops.py",
-        (STEP if trains else "step = lambda: None\n") + "import os, signal\n"
+        (STEP if trains else "step = lambda: None\n") + "import os, signal, time\n"
         "for s in range(6):\n"
         "    step()\n"
         "    if s == 2:\n"
         f"        open({str(stopped)!r}, 'w').write(str(os.getpid()))\n"
+        f"        while not os.path.exists({str(go)!r}):\n"
+        "            time.sleep(0.01)\n"
         "        os.kill(os.getpid(), signal.SIGSTOP)\n",
     )
     with _launched(
@@ -1036,7 +1058,17 @@ def _signal_a_stopped_job(out: Path, tmp_path: Path, signum: int, trains: bool =
         # stopped, not about to stop (a job off the CPU between its note and its SIGSTOP took the signal
         # running: dead of SIGALRM without a stop, or stopped after npuprof's SIGTERM, never continued)
         _wait_for(lambda: stopped.exists() and stopped.read_text(), "the job to say it stops")
+        # and seen stopped by npuprof's wait, which is back in it since (npuprof off the CPU from the
+        # job's stop to the signal, the signal's SIGCONT came first and the wait saw no stop: the record
+        # said "stopped_seconds": 0, as docs/formats.md has it)
+        _wait_for(lambda: _in_its_wait(job.pid), "npuprof to wait for its job")
+        blocked = _blocked_so_far(job.pid)
+        go.touch()
         _wait_for(lambda: _state(int(stopped.read_text())) == "T", "the job to stop itself")
+        _wait_for(
+            lambda: _blocked_so_far(job.pid) > blocked and _in_its_wait(job.pid),
+            "npuprof's wait to see the stop",
+        )
         job.send_signal(signum)
         try:
             _, err = job.communicate(timeout=30)
@@ -1068,8 +1100,8 @@ def test_timeouts_other_signals_end_a_stopped_job_too(out: Path, tmp_path: Path,
     one without torch for SIGSTKFLT)."""
     returncode, err = _signal_a_stopped_job(out, tmp_path, signum, trains=False)
     assert returncode == -signum, err
-    # stopped from its third step until npuprof continued it with the signal (0.5 s after it was seen to
-    # stop): said apart from the wall time, which counts it
+    # stopped from its third step until npuprof continued it with the signal (sent once npuprof's wait had
+    # seen the stop): said apart from the wall time, which counts it
     record = json.loads((out / "npuprof_run.json").read_text())
     assert 0 < record["stopped_seconds"] < record["wall_seconds"], record
 
