@@ -173,7 +173,7 @@ def _both_stop_and_fg_ends_the_job(terminal: _Terminal, launcher: int, job: int,
     again, and the job, let go, ends with ``code`` as the shell sees it."""
     terminal.expect(b"Stopped")
     _wait_for(lambda: _state(launcher) == "T", "npuprof to stop")
-    _wait_for(lambda: _state(job) == "T", "the job to stop with npuprof", timeout=5)
+    _wait_for(lambda: _state(job) == "T", "the job to stop with npuprof", timeout=30)
     terminal.type(b"fg\n")
     _wait_for(lambda: terminal.foreground() == job, "npuprof to give the job the terminal after fg")
     go.touch()
@@ -215,11 +215,11 @@ def test_ctrl_z_of_npuprof_run_by_a_script_stops_the_script_too(tmp_path: Path) 
         script = _parent(launcher)
         _wait_for(lambda: terminal.foreground() == job, "npuprof to give the job the terminal")
         terminal.type(b"\x1a")  # Ctrl-Z: to the job's group, which holds the terminal
-        terminal.expect(b"Stopped", timeout=10)
+        terminal.expect(b"Stopped", timeout=30)
         # the shell says so once the script has stopped: npuprof, which stopped it, lets its own held stop
         # go a moment later
         for pid, who in ((script, "the script"), (launcher, "npuprof"), (job, "the job")):
-            _wait_for(lambda pid=pid: _state(pid) == "T", f"{who} to stop", timeout=5)
+            _wait_for(lambda pid=pid: _state(pid) == "T", f"{who} to stop", timeout=30)
         go.touch()
         terminal.type(b"fg\n")
         terminal.expect(b"script-exit-code-5", timeout=60)
@@ -254,8 +254,8 @@ def test_a_script_run_in_the_background_stops_with_its_job_at_a_read_of_the_term
         launcher = _parent(job)
         shell_script = _parent(launcher)
         _wait_for(lambda: _state(job) == "T", "the job to stop reading the terminal (SIGTTIN)")
-        _wait_for(lambda: _state(shell_script) == "T", "the script to stop with npuprof", timeout=10)
-        _wait_for(lambda: _state(launcher) == "T", "npuprof to stop with its script", timeout=10)
+        _wait_for(lambda: _state(shell_script) == "T", "the script to stop with npuprof", timeout=30)
+        _wait_for(lambda: _state(launcher) == "T", "npuprof to stop with its script", timeout=30)
         terminal.type(b"jobs\n")
         terminal.expect(b"Stopped")
         terminal.type(b"fg\n")
@@ -485,7 +485,7 @@ def test_ctrl_z_as_npuprof_starts_the_job_stops_the_job_too(tmp_path: Path) -> N
         _type_launcher(terminal, launcher, started)
         terminal.expect(b"Stopped")
         job = int(started.read_text())
-        _wait_for(lambda: _state(job) == "T", "the job to stop with npuprof", timeout=5)
+        _wait_for(lambda: _state(job) == "T", "the job to stop with npuprof", timeout=30)
         _fg_gives_exit_code_7(terminal)
     finally:
         _kill_quietly(job, group=True)
@@ -524,7 +524,7 @@ def test_a_job_that_stops_itself_with_sigstop_at_the_terminal_is_shown_stopped(t
         _type_launcher(terminal, launcher, started)
         _wait_for(started.exists, "the job to start")
         job = int(started.read_text())
-        terminal.expect(b"Stopped", timeout=10)
+        terminal.expect(b"Stopped", timeout=30)
         assert _state(job) == "T"
         _fg_gives_exit_code_7(terminal)
     finally:
@@ -549,7 +549,7 @@ def test_a_job_stopped_by_sigstop_where_npuprof_cannot_stop_stays_stopped(tmp_pa
     try:
         _wait_for(started.exists, "the job to start")
         job = int(started.read_text())
-        _wait_for(lambda: _state(job) == "T", "the job to stop itself", timeout=10)
+        _wait_for(lambda: _state(job) == "T", "the job to stop itself", timeout=30)
         time.sleep(0.5)  # npuprof, had it continued the job, would have by now
         assert _state(job) == "T" and os.tcgetpgrp(master) == job
         os.kill(job, signal.SIGCONT)
