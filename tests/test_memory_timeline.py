@@ -671,26 +671,13 @@ def test_the_count_of_memory_events_written_is_the_traces(tmp_path):
     assert f"(cuda:0, {len(events)} memory events, from the trace" in said, said
 
 
-def _complete_lists(text: bytes) -> list[list[int]]:
-    """The complete [t, action, numbytes, category] lists of a raw timeline's beginning, read one at a time
-    with Python's json (not npuprof's reader)."""
-    decoder, at, found = json.JSONDecoder(), text.index(b"[") + 1, []
-    source = text.decode()
-    while True:
-        while at < len(source) and source[at] in " ,":
-            at += 1
-        try:
-            item, at = decoder.raw_decode(source, at)
-        except json.JSONDecodeError:
-            return found
-        found.append(item)
-
-
 def test_a_raw_timeline_cut_short_is_read_up_to_its_last_complete_time(made, tmp_path):
     """The run's raw.json.gz cut short (its first and only gzip member; a later member cut short the same)
     was refused whole: "Compressed file ended before the end-of-stream marker was reached". It is read up to
     its last complete event, less the events of the last time read (the cut may have taken others of that
     time), with a warning; cut before any time is whole, one line says there is nothing to read."""
+    from test_cut_traces import complete_events  # the complete items of a JSON array's beginning
+
     whole = gzip.decompress((full_capture() / mt.RAW_FILE).read_bytes())
     events = json.loads(whole)
     assert len(events) > 50 and len({e[0] for e in events}) > 10
@@ -703,7 +690,7 @@ def test_a_raw_timeline_cut_short_is_read_up_to_its_last_complete_time(made, tmp
         path = tmp_path / "cut.raw.json.gz"
         path.write_bytes(data)
         text = zlib.decompressobj(31).decompress(data) if what == "first member" else whole[:half]
-        complete = _complete_lists(text)
+        complete = complete_events(text)
         want = [e for e in complete if e[0] != complete[-1][0]]
         assert 0 < len(want) < len(events) - 1, what
         out = tmp_path / "out.raw.json.gz"

@@ -228,18 +228,23 @@ def test_a_name_first_bound_to_none_is_named_so(tmp_path: Path) -> None:
     assert "no `train_step = None` before its def" in text and "not found" not in text
 
 
+# what torch.jit.script leaves of each function it compiles: a copy of the script's globals, in a cycle
+HOLDER = """class Compiled:
+    pass
+
+
+jit = Compiled()
+jit.cycle, jit.resolution_globals = jit, dict(globals())
+"""
+
+
 HELD = """
 import gc
 
 gc.disable()  # the cycle below is freed at a full collection, which a short job may never reach
 
 
-class Compiled:  # what torch.jit.script leaves of a function it compiles: a copy of the script's globals
-    pass
-
-
-jit = Compiled()
-jit.cycle, jit.resolution_globals = jit, dict(globals())
+HOLDER
 del jit
 
 
@@ -250,7 +255,7 @@ def train_step():
 CALLS_BEFORE_A_COLLECTION
 for _ in range(12):
     train_step()
-"""
+""".replace("HOLDER\n", HOLDER)
 
 
 def test_a_definition_while_the_placeholder_is_held_elsewhere_is_named_so(tmp_path: Path) -> None:
@@ -351,12 +356,7 @@ def mine(phase, info):  # the job's own gc callback, after npuprof's: a GC pause
 gc.callbacks.append(mine)
 
 
-class Compiled:  # what torch.jit.script leaves of a function it compiles: a copy of the script's globals
-    pass
-
-
-jit = Compiled()
-jit.cycle, jit.resolution_globals = jit, dict(globals())
+HOLDER
 
 
 def train_step():
@@ -367,7 +367,7 @@ gc.collect()
 for _ in range(12):
     train_step()
 print("phases:", phases)
-"""
+""".replace("HOLDER\n", HOLDER)
 
 
 def test_the_jobs_own_gc_callback_gets_both_phases_of_the_collection_npuprof_wakes_at(tmp_path: Path) -> None:
@@ -485,12 +485,7 @@ def train_step():
 train_step()
 
 
-class Compiled:  # what torch.jit.script leaves of a function it compiles: a copy of the script's globals
-    pass
-
-
-jit = Compiled()
-jit.cycle, jit.resolution_globals = jit, dict(globals())
+HOLDER
 del jit
 
 
@@ -500,7 +495,7 @@ def train_step():
 
 for _ in range(12):
     train_step()
-"""
+""".replace("HOLDER\n", HOLDER)
 
 
 def test_a_step_function_defined_again_while_its_wrapper_is_held_is_said_not_followed(tmp_path: Path) -> None:
