@@ -1051,6 +1051,9 @@ def test_a_profiler_that_fails_to_stop_when_finished_early() -> None:
 def test_finish_early_from_another_thread_is_done_by_the_recording_thread(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """The other thread's 2 s wait on a SIGTERM's clock that moves only by the code's pauses, this thread
+    taking part: this thread's step, however late a loaded machine runs it, comes within it."""
+    clock = _pauses_only_clock(monkeypatch)
     plan = TorchPlan(skip_first=1, wait=0, warmup=0, active=5, repeat=1)
     rig = Rig(plan)
     asked = threading.Event()
@@ -1064,11 +1067,11 @@ def test_finish_early_from_another_thread_is_done_by_the_recording_thread(
     rig.log.info = info  # type: ignore[method-assign]
     rig.run(2)  # this thread drives; steps 1-2 recorded, 2 in flight
     other = threading.Thread(target=rig.c.finish_early, args=("the script's profiler", "incomplete"))
-    other.start()
+    clock.start(other)
     assert asked.wait(10)
     assert rig.sink.events == [("begin", 1)]  # not finished by the other thread
     rig.run(1)
-    other.join(10)
+    clock.join(other)
     assert not other.is_alive()
     assert rig.sink.events == [("begin", 1), ("finish", 2, "the script's profiler", "incomplete", 2)]
     assert (
@@ -1124,8 +1127,10 @@ def test_finish_early_while_the_lock_is_busy_is_left_to_the_next_step() -> None:
 def test_finish_early_at_exit_waits_its_own_time_and_opens_nothing_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The main thread has ended (interpreter exit) while a daemon thread trains."""
-    monkeypatch.setattr(controller_module, "EXIT_WAIT_S", 0.05)
+    """The main thread has ended (interpreter exit) while a daemon thread trains: its finish is waited for
+    the exit's 5 s, not another thread's 2 s (docs/architecture.md), on a SIGTERM's clock that moves only by
+    the code's pauses."""
+    clock = _pauses_only_clock(monkeypatch)
     plan = TorchPlan(skip_first=1, wait=1, warmup=0, active=2, repeat=0)  # windows 2-3, 5-6, ...
     rig = Rig(plan)
     rig.run(3)
@@ -1144,16 +1149,14 @@ def test_finish_early_at_exit_waits_its_own_time_and_opens_nothing_again(
     took: list[float] = []
 
     def finish() -> None:
-        import time
-
-        start = time.monotonic()
+        start = clock.monotonic()
         rig.c.finish_early("exit")
-        took.append(time.monotonic() - start)
+        took.append(clock.monotonic() - start)
 
     other = threading.Thread(target=finish)
-    other.start()
-    other.join(10)
-    assert took and took[0] < 1.0  # EXIT_WAIT_S, not OTHER_THREAD_WAIT_S (2 s)
+    clock.start(other)
+    clock.join(other)
+    assert took == [pytest.approx(5.0, abs=0.01)], took  # EXIT_WAIT_S, not OTHER_THREAD_WAIT_S (2 s)
     assert not rig.c.enabled
     rig.run(5)
     assert rig.sink.events == [("begin", 2), ("finish", 3, "exit", "complete", 3)]  # and nothing after
@@ -1188,9 +1191,11 @@ def _pauses_only_clock(monkeypatch: pytest.MonkeyPatch) -> PausesOnlyClock:
     return clock
 
 
-def _decision_blocked_on_a_thread(rig: Rig) -> tuple[threading.Thread, threading.Event, threading.Event]:
+def _decision_blocked_on_a_thread(
+    rig: Rig, clock: PausesOnlyClock
+) -> tuple[threading.Thread, threading.Event, threading.Event]:
     """A training thread records steps 1-2; its decision at the boundary of step 3 (the profiler's step)
-    blocks until the test sets the second event."""
+    blocks until the test sets the second event, 60 s of ``clock`` at most (the thread takes part in it)."""
     blocked, release = threading.Event(), threading.Event()
 
     def train() -> None:
@@ -1200,14 +1205,14 @@ def _decision_blocked_on_a_thread(rig: Rig) -> tuple[threading.Thread, threading
 
         def held_step() -> None:
             blocked.set()
-            release.wait(10)
+            clock.wait_until(release, clock.monotonic() + 60)
             step()
 
         prof.step = held_step
         rig.run(1)
 
     trainer = threading.Thread(target=train)
-    trainer.start()
+    clock.start(trainer)
     assert blocked.wait(10)
     return trainer, blocked, release
 
@@ -1216,40 +1221,45 @@ def test_finish_early_waits_out_the_recording_threads_decision_within_its_bound(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A SIGTERM's handler asks the recording thread, inside a decision that outlasts the usual wait, to
-    finish: it is never waited for past DECISION_WAIT_S (no lock is taken: the decision may never end),
-    and the capture is finished as that decision ends, not a step later."""
-    monkeypatch.setattr(controller_module, "OTHER_THREAD_WAIT_S", 0.01)
-    monkeypatch.setattr(controller_module, "DECISION_WAIT_S", 0.3, raising=False)
+    finish: it is never waited for past DECISION_WAIT_S (10 s, docs/architecture.md; no lock is taken: the
+    decision may never end), and the capture is finished as that decision ends, not a step later. On a
+    SIGTERM's clock that moves only by the code's pauses, the training thread taking part."""
+    clock = _pauses_only_clock(monkeypatch)
     plan = TorchPlan(skip_first=1, wait=0, warmup=0, active=5, repeat=1)
     rig = Rig(plan)
-    trainer, _, release = _decision_blocked_on_a_thread(rig)
-    start = time.monotonic()
+    trainer, _, release = _decision_blocked_on_a_thread(rig, clock)
+    start = clock.monotonic()
     rig.c.finish_early("stopped by SIGTERM")
-    took = time.monotonic() - start
-    assert 0.3 <= took < 3.0, took
+    took = clock.monotonic() - start
+    assert took == pytest.approx(10.0, abs=0.01), took
     assert rig.log.lines[-1] == (
         "warning",
         "the thread recording the capture did not finish it in time (stopped by SIGTERM)",
     )
     assert rig.sink.events == [("begin", 1)]
     release.set()
-    trainer.join(10)
+    clock.join(trainer)
     assert rig.sink.events == [("begin", 1), ("finish", 2, "stopped by SIGTERM", "complete", 3)]
 
 
 def test_finish_early_during_a_decision_past_the_usual_wait_is_done_as_it_ends(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(controller_module, "OTHER_THREAD_WAIT_S", 0.01)
+    """A decision that ends 5 s after the ask, past another thread's usual 2 s and within DECISION_WAIT_S
+    (10 s, docs/architecture.md): waited for, the capture finished as it ends. On a SIGTERM's clock that
+    moves only by the code's pauses, the training thread taking part."""
+    clock = _pauses_only_clock(monkeypatch)
     plan = TorchPlan(skip_first=1, wait=0, warmup=0, active=5, repeat=1)
     rig = Rig(plan)
-    trainer, _, release = _decision_blocked_on_a_thread(rig)
-    threading.Timer(0.3, release.set).start()  # the decision ends after the usual wait
+    trainer, _, release = _decision_blocked_on_a_thread(rig, clock)
+    start = clock.monotonic()
+    clock.timer(start + 5.0, release.set).start()  # the decision ends after the usual wait
     rig.c.finish_early("stopped by SIGTERM")
+    assert clock.monotonic() - start == pytest.approx(5.0, abs=0.01), rig.log.lines
     assert rig.c.prof is None
     assert rig.sink.events == [("begin", 1), ("finish", 2, "stopped by SIGTERM", "complete", 3)]
     assert not any(line[0] == "warning" for line in rig.log.lines)
-    trainer.join(10)
+    clock.join(trainer)
 
 
 def test_finish_early_at_exit_waits_out_the_recording_threads_decision(
@@ -1257,22 +1267,25 @@ def test_finish_early_at_exit_waits_out_the_recording_threads_decision(
 ) -> None:
     """At exit (the main thread has ended, a daemon thread records) a decision of that thread that outlasts
     EXIT_WAIT_S (a trace export) is waited for as a SIGTERM's is: the exit gave up at EXIT_WAIT_S and the
-    process ended with the thread mid-export, the capture left "capturing"."""
-    monkeypatch.setattr(controller_module, "EXIT_WAIT_S", 0.05)
-    monkeypatch.setattr(controller_module, "DECISION_WAIT_S", 5.0)
+    process ended with the thread mid-export, the capture left "capturing". A decision of 7 s: past the exit's
+    5 s, within DECISION_WAIT_S's 10 s (docs/architecture.md), on a SIGTERM's clock that moves only by the
+    code's pauses, the training thread taking part."""
+    clock = _pauses_only_clock(monkeypatch)
     plan = TorchPlan(skip_first=1, wait=0, warmup=0, active=5, repeat=1)
     rig = Rig(plan)
-    trainer, _, release = _decision_blocked_on_a_thread(rig)
+    trainer, _, release = _decision_blocked_on_a_thread(rig, clock)
     ended = threading.Thread(target=lambda: None)
     ended.start()
     ended.join()
     monkeypatch.setattr(controller_module.threading, "main_thread", lambda: ended)
-    threading.Timer(0.3, release.set).start()  # the decision ends well past EXIT_WAIT_S
+    start = clock.monotonic()
+    clock.timer(start + 7.0, release.set).start()  # the decision ends past EXIT_WAIT_S
     rig.c.finish_early("training ended")
+    assert clock.monotonic() - start == pytest.approx(7.0, abs=0.01), rig.log.lines
     assert rig.c.prof is None
     assert rig.sink.events == [("begin", 1), ("finish", 2, "training ended", "complete", 3)]
     assert not any(line[0] == "warning" for line in rig.log.lines), rig.log.lines
-    trainer.join(10)
+    clock.join(trainer)
 
 
 def test_the_finalise_of_an_os_exit_on_the_main_thread_waits_the_exits_time_for_a_thread_mid_step(
@@ -1280,28 +1293,32 @@ def test_the_finalise_of_an_os_exit_on_the_main_thread_waits_the_exits_time_for_
 ) -> None:
     """``os._exit`` (or ``os.exec*``) on the main thread, which is still alive, while a training thread
     records and is in the middle of a step: the finalise waited OTHER_THREAD_WAIT_S, not the exit's
-    EXIT_WAIT_S, and the capture ended with the process; no capture opens after it either."""
-    monkeypatch.setattr(controller_module, "OTHER_THREAD_WAIT_S", 0.05)
-    monkeypatch.setattr(controller_module, "EXIT_WAIT_S", 5.0)
+    EXIT_WAIT_S, and the capture ended with the process; no capture opens after it either. The rest
+    of the step, 3 s: past the 2 s, within the exit's 5 s (docs/architecture.md), on a SIGTERM's clock that
+    moves only by the code's pauses, the training thread taking part."""
+    clock = _pauses_only_clock(monkeypatch)
     plan = TorchPlan(skip_first=1, wait=0, warmup=0, active=2, repeat=0)  # windows 1-2, 3-4, ...
     rig = Rig(plan)
     in_step, main = threading.Event(), threading.get_ident()
 
     def train() -> None:
         rig.run(1)  # step 1 recorded, in flight
+        clock.take_part()  # (the clock stands while this thread runs)
         in_step.set()
         deadline = time.monotonic() + 10
         while not _waiting_in(main, "finish_at_exit") and time.monotonic() < deadline:
             time.sleep(0.001)  # (the finalise, begun: a loaded machine began it past this step's end)
-        time.sleep(0.4)  # the rest of step 1, past OTHER_THREAD_WAIT_S
+        clock.sleep(3.0)  # the rest of step 1, past OTHER_THREAD_WAIT_S
         rig.run(4)
 
     trainer = threading.Thread(target=train)
     trainer.start()
     assert in_step.wait(10)
+    start = clock.monotonic()
     rig.c.finish_at_exit("the process called os._exit")
+    assert clock.monotonic() - start == pytest.approx(3.0, abs=0.01), rig.log.lines
     assert rig.c.prof is None, rig.log.lines
-    trainer.join(10)
+    clock.join(trainer)
     assert rig.sink.events == [("begin", 1), ("finish", 1, "the process called os._exit", "complete", 1)]
 
 
