@@ -6,15 +6,15 @@ installed, and how long the watcher waits for a main thread that does not start 
 from __future__ import annotations
 
 import signal
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _pauses_clock import PausesOnlyClock
 
-from npuprof.agent import signals
+from npuprof.agent import signals, sigterm_clock
 from npuprof.agent.log import AgentLog
 from npuprof.agent.signals import Duties, KeptWork, SigtermGuard
 
@@ -134,20 +134,25 @@ def test_a_sigterm_held_past_the_limit_names_what_held_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, holding: str | None, named: str
 ) -> None:
     """helper-298: a SIGTERM during torch's start of the profiler (seconds the first time) that waited past
-    the limit was said to have come "during a trace export"; the line names what held it now."""
-    died: list[int] = []
-    monkeypatch.setattr(signals, "_die_of", died.append)
+    the limit was said to have come "during a trace export"; the line names what held it now. On a SIGTERM's
+    clock that moves only by the code's pauses (tests/_pauses_clock.py): the hold's own 20 s limit, waited
+    in no time."""
+    clock = PausesOnlyClock()
+    clock.take_part()  # the test's thread: it stands in for the watcher
+    monkeypatch.setattr(sigterm_clock, "CLOCK", clock)
+    died: list[tuple[int, float]] = []
+    monkeypatch.setattr(signals, "_die_of", lambda signum: died.append((signum, clock.monotonic())))
     log_path = tmp_path / "npuprof.log"
     guard = SigtermGuard(lambda: None, AgentLog(str(log_path), "test"))
     try:
         assert guard.install()
         with signals.export_hold(*([holding] if holding else [])):
-            guard._export_deadline = time.monotonic() + 0.05  # the hold's limit, not 20 s
+            held_at = clock.monotonic()
             guard._give_handler_time()  # the watcher, as the signal comes
     finally:
         guard.uninstall()
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.set_wakeup_fd(-1)
-    assert died == [signal.SIGTERM]
+    assert died == [(signal.SIGTERM, held_at + 20.0)]  # a hold's 20 s (docs/architecture.md, "Signals")
     (line,) = [line for line in log_path.read_text().splitlines() if "took over" in line]
     assert f"SIGTERM during {named} that took over" in line, line
