@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
+import time
 import zlib
 from pathlib import Path
 
@@ -16,6 +20,8 @@ from conftest import clean_env
 
 from npuprof.analysis import scan as scan_mod
 from npuprof.analysis.trace_loader import TraceError, load_trace
+from npuprof.results import layout
+from npuprof.results.run_record import captures_of_run
 
 REAL = Path(__file__).parent / "fixtures" / "ascend-real" / "trace_view.json"
 
@@ -457,3 +463,80 @@ def test_a_cut_that_took_a_base_time_written_after_the_events_says_the_times_are
             assert (said in load_trace(path).cut_note) == lost, (lost, gz)
     path.write_bytes(late[: late.rindex(b'"baseTimeNanoseconds"')])  # cut in the keys after the events
     assert said in load_trace(path).cut_note
+
+
+def _died_while_torch_wrote(src: Path, dst: Path, fraction: float) -> tuple[str, bytes]:
+    """A copy of the rank dir ``src`` as a job killed while torch wrote its trace leaves it (seen with a real
+    job killed by SIGKILL while the trace grew): its record still "capturing" (its pid gone), no
+    profiler_info / metadata yet, and the trace's first ``fraction`` under Kineto's temporary name of
+    npuprof's temporary name (``.NAME.PID-HEX12.tmp.tmp``), not written for a while. Returns NAME and the
+    text written."""
+    dst.mkdir(parents=True)
+    (trace,) = src.glob("*.pt.trace.json")
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
+    pid = int(ended.stdout)  # a process that has ended
+    # the record as the real death left it (npuprof run --with-stack ..., kill -9 inside the export)
+    record = {
+        "status": "capturing", "run_id": "29572ee1fd14", "pid": pid, "rank": None, "worker": "vm",
+        "backend": "torch-cpu", "device": "cpu", "updated_ns": time.time_ns() - 10**12, "steps": [6],
+        "trace": None, "detail": "", "last_step_partial": None, "first_step_partial": None, "extras": [],
+        "parse": True, "export_ms": None, "host": os.uname().nodename, "version": 1,
+    }  # fmt: skip
+    (dst / "npuprof_capture.json").write_text(json.dumps(record))
+    text = trace.read_bytes()[: int(trace.stat().st_size * fraction)]
+    temporary = dst / f".{trace.name}.{pid}-0123456789ab.tmp.tmp"
+    temporary.write_bytes(text)
+    os.utime(temporary, (time.time() - 600, time.time() - 600))
+    return trace.name, text
+
+
+def test_a_trace_torch_was_writing_when_the_job_died_is_read_by_analyse(
+    torchrun_capture: Path, tmp_path: Path
+) -> None:
+    """A job lost (its node, its `npuprof run` too) while torch wrote the trace: analyse keeps the part
+    written under a name saying it is cut, reads its complete events and says the job died in the write;
+    it refused the rank as interrupted, and its cleanup deleted the part written."""
+    src = next(d for d in sorted(torchrun_capture.glob("*_ascend_pt")) if list(d.glob("*.pt.trace.json")))
+    rank_dir = tmp_path / "out" / src.name
+    name, text = _died_while_torch_wrote(src, rank_dir, 0.6)
+    done = npuprof("analyse", str(tmp_path / "out"), "--format", "json", env=clean_env())
+    assert done.returncode == 0, done.stderr
+    (rank,) = json.loads(done.stdout)["ranks"]
+    kept = rank_dir / name.replace(".pt.trace.json", ".cut.pt.trace.json")
+    assert rank["trace"] == kept.name and kept.read_bytes() == text
+    assert not [p.name for p in rank_dir.glob(".*.tmp*")]
+    assert any(w.startswith("the job died while its trace was written") for w in rank["warnings"]), rank
+    assert rank["cut_short"]["events_read"] == len(complete_events(text)), rank["cut_short"]
+    assert json.loads((rank_dir / "npuprof_capture.json").read_text())["status"] == "capturing"
+    assert layout.capture_status(rank_dir).status == "incomplete"  # never complete, even once read
+
+
+def test_the_runs_summary_keeps_a_trace_torch_was_writing_when_the_job_died(
+    torchrun_capture: Path, tmp_path: Path
+) -> None:
+    """The run's summary at the job's end (its launcher lived on) kept nothing of it: it deleted the part
+    written as any dead writer's temporary file; it keeps it for analyse and says so."""
+    src = next(d for d in sorted(torchrun_capture.glob("*_ascend_pt")) if list(d.glob("*.pt.trace.json")))
+    rank_dir = tmp_path / "out" / src.name
+    name, text = _died_while_torch_wrote(src, rank_dir, 0.4)
+    run_id = json.loads((rank_dir / "npuprof_capture.json").read_text())["run_id"]
+    (capture,) = captures_of_run(tmp_path / "out", run_id)
+    kept = name.replace(".pt.trace.json", ".cut.pt.trace.json")
+    assert capture.status == "incomplete", capture
+    assert f"the job died while its trace was written: the part written kept as {kept}" in capture.detail
+    assert (rank_dir / kept).read_bytes() == text
+    assert not [p.name for p in rank_dir.glob(".*.tmp*")]
+
+
+def test_export_stacks_of_a_rank_dir_whose_job_died_while_torch_wrote_its_trace_reads_it(
+    torchrun_capture: Path, tmp_path: Path
+) -> None:
+    """export-stacks given the rank dir before any analyse or summary kept the part written: "has no
+    trace"; it reads its complete events as it reads any trace cut short."""
+    src = next(d for d in sorted(torchrun_capture.glob("*_ascend_pt")) if list(d.glob("*.pt.trace.json")))
+    rank_dir = tmp_path / "out" / src.name
+    _name, text = _died_while_torch_wrote(src, rank_dir, 0.7)
+    done = npuprof("export-stacks", str(rank_dir), "-o", str(tmp_path / "s.folded"), env=clean_env())
+    assert done.returncode == 0, done.stderr
+    assert f"read the {len(complete_events(text))} complete event(s)" in " ".join(done.stderr.split())
+    assert (tmp_path / "s.folded").stat().st_size > 0

@@ -384,11 +384,15 @@ def test_kill_9_mid_capture_leaves_a_capture_marked_incomplete(out: Path) -> Non
     assert not status.complete and "before the capture was finalised" in status.detail
     assert "capturing" in stderr or "incomplete" in stderr
     assert not half_written.exists() and not half_gzipped.exists() and not half_table.exists()
+    # the part of the trace torch wrote is kept for analyse under a name that says it is cut
+    trace = 17 + 3 * 300_000
+    assert (d / "w.cut.pt.trace.json").stat().st_size == trace
     said = " ".join(stderr.split())
-    kib = (17 + 3 * 300_000 + 102_400 + 20_480) / 1024
+    assert "the part written kept as w.cut.pt.trace.json" in said
+    kib = (102_400 + 20_480) / 1024
     assert f"a process died while writing into it; the half-written file(s) removed: {kib:.1f} KiB" in said
     (summary,) = json.loads((out / "npuprof_run.json").read_text())["captures"]
-    assert summary["size_bytes"] < 100_000 and "half-written" in summary["detail"]
+    assert summary["size_bytes"] < trace + 100_000 and "half-written" in summary["detail"]
 
 
 @pytest.mark.parametrize(

@@ -22,6 +22,7 @@ from typing import Any
 from npuprof.analysis.forked import Forked, SharedColumns
 from npuprof.results import layout
 from npuprof.results.atomic import atomic_writer, make_dir, remove_dead_writers_temps, write_bytes, write_text
+from npuprof.results.cut_capture import DIED_WHILE_WRITTEN, is_cut_by_death, keep_trace_cut_by_death
 from npuprof.results.paths import UnsafePathError, resolve_output_path, trace_cache_root
 
 SUMMARY_FILE = "npuprof_summary.json"  # npuprof's own digest for `npuprof analyse` reports
@@ -613,6 +614,7 @@ def parse_rank_dir(
         # a post-processor killed while it gzipped the trace left gigabytes under a hidden name
         if not _run_goes_on_elsewhere(rank_dir):
             if not (heed_read_only and _kept_read_only(rank_dir)):
+                keep_trace_cut_by_death(rank_dir)  # the part of its trace torch wrote before the job died
                 remove_dead_writers_temps(rank_dir)
             tables = rank_dir / layout.PARSED_DIR
             if not tables.is_symlink() and not (heed_read_only and _kept_read_only(tables)):
@@ -669,6 +671,13 @@ def parse_rank_dir(
             # is renamed into place once written): what it holds is read, the stop said with it
             why = f" ({status.detail})" if status.detail else ""
             notes.append(f"the capture was stopped before its planned end{why}; its trace is read")
+        elif (
+            status.status == layout.STATUS_INCOMPLETE
+            and (raw := layout.find_raw_trace(rank_dir)) is not None
+            and is_cut_by_death(raw)
+        ):
+            # its process died while torch wrote its trace: the part written is read (docs/formats.md)
+            notes.append(f"{DIED_WHILE_WRITTEN} ({status.detail}): interrupted; what was written is read")
         elif status.status == layout.STATUS_CAPTURING:  # its run is alive: it may well be recording
             outcome.status = "in progress"
             outcome.reason = (

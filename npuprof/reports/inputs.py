@@ -18,6 +18,15 @@ class InputError(ValueError):
 def single_rank_dir(source: Path, rank: int | None = None, notes: list[str] | None = None) -> Path:
     """``source`` itself when it is a rank dir (or a dir holding a trace); else the one rank dir below it, or
     with ``rank`` the latest capture of that rank below it (said in ``notes`` when it had several)."""
+    found = _single_rank_dir(source, rank, notes)
+    if found.is_dir() and layout.is_rank_dir(found):
+        from npuprof.results.cut_capture import keep_trace_cut_by_death
+
+        keep_trace_cut_by_death(found)  # its job died while torch wrote the trace: the part written is read
+    return found
+
+
+def _single_rank_dir(source: Path, rank: int | None, notes: list[str] | None) -> Path:
     if not source.exists():
         from npuprof.results.paths import why_missing
 

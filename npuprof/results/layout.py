@@ -47,6 +47,7 @@ PARSE_SPACE_ALLOWANCE = PARSE_FIXED_FILES * 4096 + PARSE_FIXED_BYTES
 CAPTURE_RECORD = "npuprof_capture.json"  # {"status": "capturing"|"complete"|"incomplete", ...}
 METADATA_FILE = "profiler_metadata.json"
 KINETO_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json")
+CUT_BY_DEATH = ".cut.pt.trace.json"  # kept from a process killed as torch wrote it (cut_capture)
 
 STATUS_CAPTURING = "capturing"
 STATUS_COMPLETE = "complete"
@@ -589,7 +590,7 @@ def record_not_finalised_but_trace_whole(rank_dir: Path, backend: str | None) ->
     if backend == "torch_npu":
         return False
     trace = find_raw_trace(rank_dir)
-    if trace is None:
+    if trace is None or trace.name.endswith(CUT_BY_DEATH):  # its writer died inside it: never complete
         return False
     if trace.name.endswith(".gz"):
         return True  # gzipped by the post-processor from a whole trace, to a temporary name first

@@ -156,17 +156,26 @@ def _remove_half_written(rank_dir: Path, status: str) -> str:
         return ""
     from npuprof.byte_sizes import human_bytes
     from npuprof.results.atomic import remove_dead_writers_temps
+    from npuprof.results.cut_capture import DIED_WHILE_WRITTEN, keep_trace_cut_by_death
 
+    kept = ""
+    if cut := keep_trace_cut_by_death(rank_dir, idle_s=0.0):
+        kept = (
+            f"{DIED_WHILE_WRITTEN}: the part written kept as {cut[0]} ({human_bytes(cut[1])}), which "
+            "`npuprof analyse` reads up to its last complete event"
+        )
     removed = remove_dead_writers_temps(rank_dir, idle_s=0.0)
     parsed = rank_dir / layout.PARSED_DIR
     if not parsed.is_symlink():  # the post-processor's tables: one killed while it wrote trace_view.json
         removed |= remove_dead_writers_temps(parsed, idle_s=0.0)
     if not removed:
-        return ""
+        return kept
     size = sum(removed.values())
     if not size:  # "removed: 0 B" read as if nothing had been removed
-        return "a process died while writing into it; its empty half-written file(s) removed"
-    return f"a process died while writing into it; the half-written file(s) removed: {human_bytes(size)}"
+        said = "a process died while writing into it; its empty half-written file(s) removed"
+    else:
+        said = f"a process died while writing into it; the half-written file(s) removed: {human_bytes(size)}"
+    return f"{kept}; {said}" if kept else said
 
 
 def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:

@@ -1,0 +1,83 @@
+"""A capture whose process died while torch wrote its trace (docs/formats.md, "Traces cut short").
+
+torch writes the trace under a temporary name (npuprof's ``.NAME.PID-HEX12.tmp``, Kineto's own ``.tmp``
+after it) and npuprof renames it once whole, so a job killed inside that export (OOM, kill -9, a node lost)
+leaves its record "capturing" and the part written under the hidden name, which the cleanup of dead
+writers' temporary files removed. That part is what a user who lost a long job wants to see: it is kept
+under a name that says it is cut (``NAME`` with ``.cut`` before ``.pt.trace.json``), which every reader
+finds and reads through the cut-trace reader; the record stays as the death left it (read as incomplete).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import time
+from pathlib import Path
+
+from npuprof.results import layout
+from npuprof.results.atomic import _writer_gone, file_mode, writer_pid
+
+__all__ = ["CUT_BY_DEATH", "DIED_WHILE_WRITTEN", "is_cut_by_death", "keep_trace_cut_by_death"]
+
+CUT_BY_DEATH = layout.CUT_BY_DEATH
+DIED_WHILE_WRITTEN = "the job died while its trace was written"
+
+
+def is_cut_by_death(trace: Path) -> bool:
+    return trace.name.endswith(CUT_BY_DEATH)
+
+
+def keep_trace_cut_by_death(rank_dir: Path, idle_s: float = 60.0) -> tuple[str, int] | None:
+    """Rename the part of its trace that torch wrote into ``rank_dir`` before its process died to a name
+    ending in :data:`CUT_BY_DEATH`; returns that name and its size, or None where there is none: the
+    record says other than "capturing" (or torch_npu's, which writes no such file), a trace is already
+    there, or no writer's temporary file of a trace whose writer is gone and that was not written for
+    ``idle_s`` seconds (0 where the caller knows the dir's writers ran here)."""
+    record = layout.read_capture_record(rank_dir)
+    if not record or record.get("status") != layout.STATUS_CAPTURING or record.get("backend") == "torch_npu":
+        return None
+    if layout.find_raw_trace(rank_dir) is not None:
+        return None
+    best: tuple[int, str, str] | None = None  # (size, temporary name, trace name)
+    now = time.time()
+    try:
+        entries = list(os.scandir(rank_dir))
+    except OSError:
+        return None
+    for entry in entries:
+        pid = writer_pid(entry.name)
+        name = _trace_name(entry.name)
+        if pid is None or name is None or pid == os.getpid():
+            continue
+        try:
+            info = entry.stat(follow_symlinks=False)
+            if not stat.S_ISREG(info.st_mode) or not info.st_size or now - info.st_mtime < idle_s:
+                continue
+            if not _writer_gone(pid, info.st_ctime):
+                continue
+        except OSError:
+            continue
+        if best is None or info.st_size > best[0]:
+            best = (info.st_size, entry.name, name)
+    if best is None:
+        return None
+    size, temporary, name = best
+    kept = name.removesuffix(".pt.trace.json") + CUT_BY_DEATH
+    try:
+        os.link(rank_dir / temporary, rank_dir / kept)  # never over a file of that name
+    except OSError:
+        return None
+    with contextlib.suppress(OSError):
+        os.unlink(rank_dir / temporary)
+        os.chmod(rank_dir / kept, file_mode())  # as npuprof's own traces (torch made it by the umask)
+    return kept, size
+
+
+def _trace_name(temporary: str) -> str | None:
+    """The trace name ``NAME`` of a temporary file ``.NAME.PID-HEX12.tmp`` (or Kineto's ``.tmp.tmp``) when
+    it is a Kineto trace's, else None."""
+    base = temporary.removesuffix(".tmp").removesuffix(".tmp")
+    name = base[1:].rsplit(".", 1)[0]
+    return name if name.endswith(".pt.trace.json") and not name.endswith(CUT_BY_DEATH) else None
