@@ -511,6 +511,25 @@ def test_a_trace_torch_was_writing_when_the_job_died_is_read_by_analyse(
     assert layout.capture_status(rank_dir).status == "incomplete"  # never complete, even once read
 
 
+def test_analyse_right_after_the_death_says_when_it_reads_the_part_written(
+    torchrun_capture: Path, tmp_path: Path
+) -> None:
+    """analyse within a minute of the death (the part written may still be another host's, in a shared
+    directory) said only "interrupted capture", with the part on disk: it says when it will read it."""
+    src = next(d for d in sorted(torchrun_capture.glob("*_ascend_pt")) if list(d.glob("*.pt.trace.json")))
+    rank_dir = tmp_path / "out" / src.name
+    _died_while_torch_wrote(src, rank_dir, 0.5)
+    (temporary,) = rank_dir.glob(".*.tmp.tmp")
+    os.utime(temporary, (time.time() - 15, time.time() - 15))  # the death 15 s ago
+    done = npuprof("analyse", str(tmp_path / "out"), env=clean_env())
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 1 and "interrupted capture" in said, said
+    assert "is read once nothing has written it for 60 s" in said, said
+    left = int(said.split("analyse it again in ", 1)[1].split(" s", 1)[0])
+    assert 40 <= left <= 46, said  # 60 s less the 15 s since, less this test's own time
+    assert temporary.exists()  # left where it is until then
+
+
 def test_the_runs_summary_keeps_a_trace_torch_was_writing_when_the_job_died(
     torchrun_capture: Path, tmp_path: Path
 ) -> None:

@@ -22,7 +22,12 @@ from typing import Any
 from npuprof.analysis.forked import Forked, SharedColumns
 from npuprof.results import layout
 from npuprof.results.atomic import atomic_writer, make_dir, remove_dead_writers_temps, write_bytes, write_text
-from npuprof.results.cut_capture import DIED_WHILE_WRITTEN, is_cut_by_death, keep_trace_cut_by_death
+from npuprof.results.cut_capture import (
+    DIED_WHILE_WRITTEN,
+    is_cut_by_death,
+    keep_trace_cut_by_death,
+    part_kept_later,
+)
 from npuprof.results.paths import UnsafePathError, resolve_output_path, trace_cache_root
 
 SUMMARY_FILE = "npuprof_summary.json"  # npuprof's own digest for `npuprof analyse` reports
@@ -687,7 +692,11 @@ def parse_rank_dir(
         elif not status.complete:
             outcome.status = "incomplete" if status.status != "unknown" else "missing"
             outcome.reason = (
-                (status.detail if " skipped: " in status.detail else f"interrupted capture: {status.detail}")
+                (
+                    status.detail
+                    if " skipped: " in status.detail
+                    else f"interrupted capture: {status.detail}{part_kept_later(rank_dir)}"
+                )
                 if status.status != "unknown"
                 else _no_trace_reason(out_dir)
             )

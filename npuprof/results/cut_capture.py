@@ -19,7 +19,13 @@ from pathlib import Path
 from npuprof.results import layout
 from npuprof.results.atomic import _writer_gone, file_mode, writer_pid
 
-__all__ = ["CUT_BY_DEATH", "DIED_WHILE_WRITTEN", "is_cut_by_death", "keep_trace_cut_by_death"]
+__all__ = [
+    "CUT_BY_DEATH",
+    "DIED_WHILE_WRITTEN",
+    "is_cut_by_death",
+    "keep_trace_cut_by_death",
+    "part_kept_later",
+]
 
 CUT_BY_DEATH = layout.CUT_BY_DEATH
 DIED_WHILE_WRITTEN = "the job died while its trace was written"
@@ -73,6 +79,42 @@ def keep_trace_cut_by_death(rank_dir: Path, idle_s: float = 60.0) -> tuple[str, 
         os.unlink(rank_dir / temporary)
         os.chmod(rank_dir / kept, file_mode())  # as npuprof's own traces (torch made it by the umask)
     return kept, size
+
+
+def part_kept_later(rank_dir: Path, idle_s: float = 60.0) -> str:
+    """Where a dead writer's part of a trace is still inside its ``idle_s`` guard (written to less than a
+    minute ago: the directory may be shared with a host where that pid is alive), a clause saying when
+    ``npuprof analyse`` reads it; else "". A user who analysed right after the death was told only
+    "interrupted capture", with the part written on disk."""
+    record = layout.read_capture_record(rank_dir)
+    if not record or record.get("status") != layout.STATUS_CAPTURING or record.get("backend") == "torch_npu":
+        return ""
+    now = time.time()
+    try:
+        entries = list(os.scandir(rank_dir))
+    except OSError:
+        return ""
+    for entry in entries:
+        pid = writer_pid(entry.name)
+        if pid is None or _trace_name(entry.name) is None or pid == os.getpid():
+            continue
+        try:
+            info = entry.stat(follow_symlinks=False)
+            if not stat.S_ISREG(info.st_mode) or not info.st_size or now - info.st_mtime >= idle_s:
+                continue
+            if not _writer_gone(pid, info.st_ctime):
+                continue
+        except OSError:
+            continue
+        from npuprof.byte_sizes import human_bytes
+
+        left = max(1, round(idle_s - (now - info.st_mtime)))
+        return (
+            f"; the part of its trace written before the process died ({human_bytes(info.st_size)}, under a "
+            f"temporary name) is read once nothing has written it for {idle_s:.0f} s (another host may share "
+            f"the directory): analyse it again in {left} s"
+        )
+    return ""
 
 
 def _trace_name(temporary: str) -> str | None:
