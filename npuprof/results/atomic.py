@@ -101,26 +101,35 @@ def remove_dead_writers_temps(directory: Path, idle_s: float = 60.0) -> dict[str
     their sizes."""
     removed: dict[str, int] = {}
     now = time.time()
+    for entry, info in dead_writers_temps(directory):
+        if now - info.st_mtime < idle_s:
+            continue
+        with contextlib.suppress(OSError):
+            os.unlink(entry.path)
+            removed[entry.name] = info.st_size
+    return removed
+
+
+def dead_writers_temps(directory: Path) -> list[tuple[os.DirEntry[str], os.stat_result]]:
+    """The plain files of ``temp_name``'s form in ``directory`` whose writer has ended (another process's:
+    its pid gone, or given again since), each with its ``stat``; one whose writer cannot be told is left
+    out. Whether one is old enough to be taken for dead is the caller's to judge (``st_mtime``)."""
+    found: list[tuple[os.DirEntry[str], os.stat_result]] = []
     try:
         entries = list(os.scandir(directory))
     except OSError:
-        return removed
+        return found
     for entry in entries:
         pid = writer_pid(entry.name)
         if pid is None or pid == os.getpid():
             continue
         try:
             info = entry.stat(follow_symlinks=False)
-            if not stat.S_ISREG(info.st_mode) or now - info.st_mtime < idle_s:
-                continue
-            if not _writer_gone(pid, info.st_ctime):
-                continue
+            if stat.S_ISREG(info.st_mode) and _writer_gone(pid, info.st_ctime):
+                found.append((entry, info))
         except OSError:
             continue
-        with contextlib.suppress(OSError):
-            os.unlink(entry.path)
-            removed[entry.name] = info.st_size
-    return removed
+    return found
 
 
 def _writer_gone(pid: int, changed: float) -> bool:

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import stat
 import time
 from pathlib import Path
 
 from npuprof.results import layout
-from npuprof.results.atomic import _writer_gone, file_mode, writer_pid
+from npuprof.results.atomic import dead_writers_temps, file_mode
 
 __all__ = [
     "CUT_BY_DEATH",
@@ -48,24 +47,8 @@ def keep_trace_cut_by_death(rank_dir: Path, idle_s: float = 60.0) -> tuple[str, 
         return None
     best: tuple[int, str, str] | None = None  # (size, temporary name, trace name)
     now = time.time()
-    try:
-        entries = list(os.scandir(rank_dir))
-    except OSError:
-        return None
-    for entry in entries:
-        pid = writer_pid(entry.name)
-        name = _trace_name(entry.name)
-        if pid is None or name is None or pid == os.getpid():
-            continue
-        try:
-            info = entry.stat(follow_symlinks=False)
-            if not stat.S_ISREG(info.st_mode) or not info.st_size or now - info.st_mtime < idle_s:
-                continue
-            if not _writer_gone(pid, info.st_ctime):
-                continue
-        except OSError:
-            continue
-        if best is None or info.st_size > best[0]:
+    for entry, info, name in _parts_of_dead_writers(rank_dir):
+        if now - info.st_mtime >= idle_s and (best is None or info.st_size > best[0]):
             best = (info.st_size, entry.name, name)
     if best is None:
         return None
@@ -90,21 +73,8 @@ def part_kept_later(rank_dir: Path, idle_s: float = 60.0) -> str:
     if not record or record.get("status") != layout.STATUS_CAPTURING or record.get("backend") == "torch_npu":
         return ""
     now = time.time()
-    try:
-        entries = list(os.scandir(rank_dir))
-    except OSError:
-        return ""
-    for entry in entries:
-        pid = writer_pid(entry.name)
-        if pid is None or _trace_name(entry.name) is None or pid == os.getpid():
-            continue
-        try:
-            info = entry.stat(follow_symlinks=False)
-            if not stat.S_ISREG(info.st_mode) or not info.st_size or now - info.st_mtime >= idle_s:
-                continue
-            if not _writer_gone(pid, info.st_ctime):
-                continue
-        except OSError:
+    for _entry, info, _name in _parts_of_dead_writers(rank_dir):
+        if now - info.st_mtime >= idle_s:
             continue
         from npuprof.byte_sizes import human_bytes
 
@@ -115,6 +85,16 @@ def part_kept_later(rank_dir: Path, idle_s: float = 60.0) -> str:
             f"the directory): analyse it again in {left} s"
         )
     return ""
+
+
+def _parts_of_dead_writers(rank_dir: Path) -> list[tuple[os.DirEntry[str], os.stat_result, str]]:
+    """The non-empty temporary files of Kineto traces in ``rank_dir`` whose writer has ended, with their
+    ``stat`` and trace name."""
+    return [
+        (entry, info, name)
+        for entry, info in dead_writers_temps(rank_dir)
+        if info.st_size and (name := _trace_name(entry.name)) is not None
+    ]
 
 
 def _trace_name(temporary: str) -> str | None:
