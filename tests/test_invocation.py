@@ -30,28 +30,21 @@ def _env(*first_on_path: Path) -> dict[str, str]:
     return env
 
 
+def _as_typed(where: Path, command: list[str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``command`` run as the user types it, from ``where``, with the tests' environment."""
+    return subprocess.run(command, cwd=where, env=_env(), capture_output=True, text=True, timeout=timeout)
+
+
 def test_the_run_summary_suggests_the_path_the_user_ran(tmp_path: Path) -> None:
     _console_script(tmp_path / "my venv" / "bin")  # not on PATH, a space in its path
     out = tmp_path / "out"
     argv = ["my venv/bin/npuprof", "run", "-o", "out", "--no-analyse", *sched(1, 0, 1)]
-    result = subprocess.run(
-        [*argv, "--", *trainer("--steps", "4")],
-        cwd=tmp_path,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = _as_typed(tmp_path, [*argv, "--", *trainer("--steps", "4")], timeout=300)
     assert result.returncode == 0, result.stderr
     (next_line,) = [line for line in result.stderr.splitlines() if line.startswith("next:")]
     assert next_line.startswith(f"next: 'my venv/bin/npuprof' analyse {shlex.quote(str(out))}   "), next_line
     # what it suggests runs, from where the user is
-    again = subprocess.run(
-        ["sh", "-c", next_line.split("   ")[0].removeprefix("next: ")],
-        cwd=tmp_path,
-        env=_env(),
-        capture_output=True,
-    )
+    again = _as_typed(tmp_path, ["sh", "-c", next_line.split("   ")[0].removeprefix("next: ")])
     assert again.returncode == 0, again.stderr
 
 
@@ -92,13 +85,9 @@ def test_usage_errors_point_at_the_help_as_the_user_can_run_it(tmp_path: Path) -
         (["bogus"], f"; see {quoted} --help"),
         (["run"], f"e.g. {quoted} run -- python train.py ({quoted} run --help: the flags)"),
     ]:
-        result = subprocess.run(
-            [typed, *args], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=60
-        )
+        result = _as_typed(tmp_path, [typed, *args], timeout=60)
         assert result.returncode == 2 and result.stderr.endswith(f"{ends}\n"), (args, result.stderr)
-    helped = subprocess.run(  # what it points at runs, from where the user is
-        ["sh", "-c", f"{quoted} status --help"], cwd=tmp_path, env=_env(), capture_output=True, text=True
-    )
+    helped = _as_typed(tmp_path, ["sh", "-c", f"{quoted} status --help"])  # what it points at runs
     assert helped.returncode == 0 and "Usage:" in helped.stdout, (script, helped.stderr)
 
 
@@ -106,14 +95,19 @@ def test_the_env_pythonpath_warning_names_npuprof_as_run(tmp_path: Path) -> None
     """`npuprof run -- env PYTHONPATH=x python t.py` was told to run 'PYTHONPATH=x npuprof run -- ...'
     instead, bare npuprof where the user ran 'my venv/bin/npuprof'."""
     _console_script(tmp_path / "my venv" / "bin")
-    result = subprocess.run(
-        ["my venv/bin/npuprof", "run", "-o", "out", "--", "env", "PYTHONPATH=/x", sys.executable, "-c", ""],
-        cwd=tmp_path,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    command = [
+        "my venv/bin/npuprof",
+        "run",
+        "-o",
+        "out",
+        "--",
+        "env",
+        "PYTHONPATH=/x",
+        sys.executable,
+        "-c",
+        "",
+    ]
+    result = _as_typed(tmp_path, command, timeout=120)
     assert result.returncode == 0, result.stderr
     said = " ".join(result.stderr.split())
     assert "set it before npuprof instead (PYTHONPATH=/x 'my venv/bin/npuprof' run -- ...)" in said, said
