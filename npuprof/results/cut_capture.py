@@ -40,8 +40,7 @@ def keep_trace_cut_by_death(rank_dir: Path, idle_s: float = 60.0) -> tuple[str, 
     record says other than "capturing" (or torch_npu's, which writes no such file), a trace is already
     there, or no writer's temporary file of a trace whose writer is gone and that was not written for
     ``idle_s`` seconds (0 where the caller knows the dir's writers ran here)."""
-    record = layout.read_capture_record(rank_dir)
-    if not record or record.get("status") != layout.STATUS_CAPTURING or record.get("backend") == "torch_npu":
+    if not _left_capturing(rank_dir):
         return None
     if layout.find_raw_trace(rank_dir) is not None:
         return None
@@ -69,8 +68,7 @@ def part_kept_later(rank_dir: Path, idle_s: float = 60.0) -> str:
     minute ago: the directory may be shared with a host where that pid is alive), a clause saying when
     ``npuprof analyse`` reads it; else "". A user who analysed right after the death was told only
     "interrupted capture", with the part written on disk."""
-    record = layout.read_capture_record(rank_dir)
-    if not record or record.get("status") != layout.STATUS_CAPTURING or record.get("backend") == "torch_npu":
+    if not _left_capturing(rank_dir):
         return ""
     now = time.time()
     for _entry, info, _name in _parts_of_dead_writers(rank_dir):
@@ -85,6 +83,17 @@ def part_kept_later(rank_dir: Path, idle_s: float = 60.0) -> str:
             f"the directory): analyse it again in {left} s"
         )
     return ""
+
+
+def _left_capturing(rank_dir: Path) -> bool:
+    """Whether ``rank_dir``'s record says "capturing" of a backend that writes a Kineto trace (torch_npu's
+    writes no such file)."""
+    record = layout.read_capture_record(rank_dir)
+    return (
+        bool(record)
+        and record.get("status") == layout.STATUS_CAPTURING
+        and record.get("backend") != "torch_npu"
+    )
 
 
 def _parts_of_dead_writers(rank_dir: Path) -> list[tuple[os.DirEntry[str], os.stat_result, str]]:
