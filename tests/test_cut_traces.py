@@ -559,3 +559,27 @@ def test_export_stacks_of_a_rank_dir_whose_job_died_while_torch_wrote_its_trace_
     assert done.returncode == 0, done.stderr
     assert f"read the {len(complete_events(text))} complete event(s)" in " ".join(done.stderr.split())
     assert (tmp_path / "s.folded").stat().st_size > 0
+
+
+def test_memory_timeline_of_a_trace_cut_before_its_memory_events_says_the_cut_took_them(
+    torchrun_capture: Path, tmp_path: Path
+) -> None:
+    """Kineto writes the [memory] events in one block after every operator's: a job killed while torch
+    wrote the trace of a capture with --profile-memory left none before the cut, and memory-timeline told
+    the user to capture with --profile-memory (helper-333's reproduction). It says the cut took them, and
+    writes no file."""
+    src = next(d for d in sorted(torchrun_capture.glob("*_ascend_pt")) if list(d.glob("*.pt.trace.json")))
+    (trace,) = src.glob("*.pt.trace.json")
+    data = trace.read_bytes()
+    assert json.loads(data)["profile_memory"] in (1, True)  # recorded with profile_memory
+    first_memory = data.index(b'"[memory]"')
+    rank_dir = tmp_path / "out" / src.name
+    _name, text = _died_while_torch_wrote(src, rank_dir, first_memory / len(data) * 0.9)
+    assert b"[memory]" not in text and complete_events(text)
+    out = tmp_path / "memory.json"
+    done = npuprof("memory-timeline", str(rank_dir), "-o", str(out), env=clean_env())
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 1, said
+    assert "before its [memory] events" in said and "its capture recorded memory" in said, said
+    assert "capture with --profile-memory" not in said, said
+    assert not out.exists()

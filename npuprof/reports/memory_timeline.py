@@ -241,6 +241,8 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
         raise MemoryTimelineError(
             f"{trace.name} has no readable [memory] events: {_reading_notes(0, unread)[0]}"
         )
+    if not per_device and loaded.cut is not None and not loaded.cut.in_keys:
+        raise MemoryTimelineError(_cut_before_memory(trace, loaded))
     if not per_device:
         raise MemoryTimelineError(
             f"{trace.name} has no [memory] events: capture with {CAPTURE_FLAGS} "
@@ -508,6 +510,25 @@ def _from_records(
         devices=devices,
         origin=origin,
         events_read=len(records),
+    )
+
+
+def _cut_before_memory(trace: Path, loaded: Any) -> str:
+    """Why a trace cut short inside its events gives no timeline: Kineto writes its [memory] events in one
+    block after every operator's (docs/formats.md, "Traces cut short"), so a cut before that block leaves
+    none, whatever the capture recorded (helper-333's reproduction was told to capture with
+    --profile-memory, which it had)."""
+    where = f"cut short at byte {loaded.cut.events_end}, before its [memory] events"
+    block = "torch writes them in one block after every operator's event"
+    recorded = loaded.meta.get("profile_memory")
+    if recorded is True or recorded == 1:  # Kineto's header says the capture recorded them
+        return (
+            f"{trace.name} is {where} ({block}): its capture recorded memory (profile_memory), but none of "
+            "it was written before the cut, so there is no memory timeline to make from it"
+        )
+    return (
+        f"{trace.name} is {where} ({block}): none was read; if the capture recorded memory the cut took "
+        f"it all, else capture with {CAPTURE_FLAGS}"
     )
 
 
