@@ -511,6 +511,45 @@ def test_a_trace_torch_was_writing_when_the_job_died_is_read_by_analyse(
     assert layout.capture_status(rank_dir).status == "incomplete"  # never complete, even once read
 
 
+def test_a_death_while_torch_wrote_the_trace_is_one_line_naming_the_steps_kept(
+    torchrun_capture: Path, tmp_path: Path
+) -> None:
+    """analyse said a death in the export in two warnings, the death's ("interrupted; what was written is
+    read") and the cut reader's (bytes, the rule for the steps left out), read as two problems: one line
+    says what happened, what was kept, and which steps it holds whole. Cut in step 4's operators, step 3 is
+    whole and step 4 left out (worked out here from the events before the cut)."""
+    src = next(d for d in sorted(torchrun_capture.glob("*_ascend_pt")) if list(d.glob("*.pt.trace.json")))
+    (trace,) = src.glob("*.pt.trace.json")
+    data = trace.read_bytes()
+    step_at = data.index(b'"ProfilerStep#4"')
+    fraction = (step_at + (data.index(b'"[memory]"') - step_at) // 2) / len(data)
+    rank_dir = tmp_path / "out" / src.name
+    _name, text = _died_while_torch_wrote(src, rank_dir, fraction)
+    events = complete_events(text)
+    last_ts = float([e for e in events if e.get("ph") != "M"][-1]["ts"])
+    steps = {
+        int(e["name"].split("#")[1]): float(e["ts"]) + float(e["dur"])
+        for e in events
+        if e.get("name", "").startswith("ProfilerStep#")
+    }
+    whole = sorted(n for n, end in steps.items() if end <= last_ts)
+    cut = sorted(n for n, end in steps.items() if end > last_ts)
+    assert (whole, cut) == ([3], [4])  # the cut is where this test means it to be
+    done = npuprof("analyse", str(tmp_path / "out"), "--format", "json", env=clean_env())
+    assert done.returncode == 0, done.stderr
+    (rank,) = json.loads(done.stdout)["ranks"]
+    about = [w for w in rank["warnings"] if "died" in w or "cut" in w]
+    size = len(text) / 1024
+    assert about == [
+        f"the job died while its trace was written: the part written ({size:.1f} KiB) is read up to its "
+        f"last complete event ({len(events):,} events); it holds step(s) 3 whole; step(s) 4 cut short, "
+        "left out"
+    ], rank["warnings"]
+    assert [s["step"] for s in rank["steps"]] == whole
+    said = [line for line in done.stderr.splitlines() if "died" in line or "cut" in line]
+    assert len(said) == 1, done.stderr
+
+
 def test_analyse_right_after_the_death_says_when_it_reads_the_part_written(
     torchrun_capture: Path, tmp_path: Path
 ) -> None:
@@ -542,7 +581,13 @@ def test_the_runs_summary_keeps_a_trace_torch_was_writing_when_the_job_died(
     (capture,) = captures_of_run(tmp_path / "out", run_id)
     kept = name.replace(".pt.trace.json", ".cut.pt.trace.json")
     assert capture.status == "incomplete", capture
-    assert f"the job died while its trace was written: the part written kept as {kept}" in capture.detail
+    # one line: what happened, what was kept, and why its steps are not named yet (the record names its
+    # first only); not "the process ended before the capture was finalised" too
+    assert capture.detail == (
+        f"the job died while its trace was written: the part written kept as {kept} "
+        f"({len(text) / 1024:.1f} KiB); `npuprof analyse` reads it up to its last complete event and names "
+        "the steps whole in it (its record, never finalised, names its first step only)"
+    ), capture.detail
     assert (rank_dir / kept).read_bytes() == text
     assert not [p.name for p in rank_dir.glob(".*.tmp*")]
 

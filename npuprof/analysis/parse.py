@@ -24,6 +24,7 @@ from npuprof.results import layout
 from npuprof.results.atomic import atomic_writer, make_dir, remove_dead_writers_temps, write_bytes, write_text
 from npuprof.results.cut_capture import (
     DIED_WHILE_WRITTEN,
+    died_while_written_line,
     is_cut_by_death,
     keep_trace_cut_by_death,
     part_kept_later,
@@ -1222,8 +1223,7 @@ def _write_outputs_of(
                 **(
                     {"warnings": notes}
                     if (
-                        notes := rank_note
-                        + extract.warnings()
+                        notes := _said_once_if_died(raw, extract, rank_note, extract.warnings())
                         + tables.link_notes(tabs, extract)
                         + tables.process_notes(tabs, extract)
                         + tables.lane_notes(tabs)
@@ -1245,6 +1245,26 @@ def _write_outputs_of(
     written.append(SUMMARY_FILE)
     phase("summary")
     return written
+
+
+def _said_once_if_died(raw: Path, extract: Any, rank_note: list[str], warnings: list[str]) -> list[str]:
+    """``rank_note`` then ``warnings``; for a trace its job died while torch wrote it, read cut short, the
+    death's note and the cut reader's line as one line (cut_capture.died_while_written_line), first."""
+    cut = extract.cut
+    if cut is None or not is_cut_by_death(raw):
+        return rank_note + warnings
+    reader_line = cut.note(extract.event_count)  # then its steps left out, in the same line
+    try:
+        size = raw.stat().st_size
+    except OSError:
+        size = cut.size - cut.nuls
+    whole = sorted({step[0] for step in extract.steps})
+    said = died_while_written_line(size, extract.event_count, whole, list(extract.open_steps))
+    return (
+        [said]
+        + [n for n in rank_note if not n.startswith(DIED_WHILE_WRITTEN)]
+        + [w for w in warnings if not w.startswith(reader_line)]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,6 +21,7 @@ from npuprof.results.atomic import dead_writers_temps, file_mode
 __all__ = [
     "CUT_BY_DEATH",
     "DIED_WHILE_WRITTEN",
+    "died_while_written_line",
     "is_cut_by_death",
     "keep_trace_cut_by_death",
     "part_kept_later",
@@ -32,6 +33,37 @@ DIED_WHILE_WRITTEN = "the job died while its trace was written"
 
 def is_cut_by_death(trace: Path) -> bool:
     return trace.name.endswith(CUT_BY_DEATH)
+
+
+def died_while_written_line(size: int, events: int, whole: list[int], left_out: list[int]) -> str:
+    """The one line analyse says of a capture whose job died while torch wrote its trace: what happened,
+    what was kept (``size`` bytes, ``events`` complete events read) and which steps it holds whole; the
+    cut-trace reader's own line (bytes, the rule for steps) is not said beside it: two lines on one death
+    read as two problems (its figures stay in the summary's ``cut_short``)."""
+    from npuprof.byte_sizes import human_bytes
+
+    if whole:
+        steps = f"it holds step(s) {_numbers(whole)} whole"
+        if left_out:
+            steps += f"; step(s) {_numbers(left_out)} cut short, left out"
+    elif left_out:
+        steps = (
+            f"no step is whole in it (step(s) {_numbers(left_out)} cut short, left out): the figures are "
+            "those of all the events read"
+        )
+    else:
+        steps = "no step in it: the figures are those of all the events read"
+    return (
+        f"{DIED_WHILE_WRITTEN}: the part written ({human_bytes(size)}) is read up to its last complete "
+        f"event ({events:,} events); {steps}"
+    )
+
+
+def _numbers(steps: list[int]) -> str:
+    """``6-8`` for consecutive steps, else ``6, 8, 9`` (the first ten, then "...")."""
+    if len(steps) > 1 and steps == list(range(steps[0], steps[-1] + 1)):
+        return f"{steps[0]}-{steps[-1]}"
+    return ", ".join(map(str, steps[:10])) + (", ..." if len(steps) > 10 else "")
 
 
 def keep_trace_cut_by_death(rank_dir: Path, idle_s: float = 60.0) -> tuple[str, int] | None:

@@ -160,9 +160,12 @@ def _remove_half_written(rank_dir: Path, status: str) -> str:
 
     kept = ""
     if cut := keep_trace_cut_by_death(rank_dir, idle_s=0.0):
+        # its steps: the record, never finalised, names its first only; which are whole in the part written
+        # is known once it is read (docs/formats.md, "Traces cut short"), not at the job's end
         kept = (
-            f"{DIED_WHILE_WRITTEN}: the part written kept as {cut[0]} ({human_bytes(cut[1])}), which "
-            "`npuprof analyse` reads up to its last complete event"
+            f"{DIED_WHILE_WRITTEN}: the part written kept as {cut[0]} ({human_bytes(cut[1])}); `npuprof "
+            "analyse` reads it up to its last complete event and names the steps whole in it (its record, "
+            "never finalised, names its first step only)"
         )
     removed = remove_dead_writers_temps(rank_dir, idle_s=0.0)
     parsed = rank_dir / layout.PARSED_DIR
@@ -181,6 +184,7 @@ def _remove_half_written(rank_dir: Path, status: str) -> str:
 def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:
     """The captures of run ``run_id``: in ``output``, and in the directories besides it that the run
     captured into (--dynamic's prof_dir, noted in ``output``)."""
+    from npuprof.results.cut_capture import DIED_WHILE_WRITTEN
     from npuprof.results.handover import restart_count_of
 
     found: list[CaptureSummary] = []
@@ -215,6 +219,8 @@ def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:
             note = layout.torch_npu_no_device_tables_note(rank_dir)
             detail = f"{detail}; {note}" if detail else note
         if half_written := _remove_half_written(rank_dir, status.status):
+            if half_written.startswith(DIED_WHILE_WRITTEN):  # why it was not finalised: said once, not twice
+                detail = "; ".join(part for part in detail.split("; ") if part != layout.NOT_FINALISED)
             detail = f"{detail}; {half_written}" if detail else half_written
         size, record_only = _dir_contents(rank_dir)
         found.append(
