@@ -628,3 +628,21 @@ def test_memory_timeline_of_a_trace_cut_before_its_memory_events_says_the_cut_to
     assert "before its [memory] events" in said and "its capture recorded memory" in said, said
     assert "capture with --profile-memory" not in said, said
     assert not out.exists()
+
+
+def test_a_cut_trace_with_no_step_whole_is_not_said_to_have_no_profiler_step(
+    torchrun_capture: Path, tmp_path: Path
+) -> None:
+    """A trace cut inside its first step's operators (a job killed early in torch's export) has its steps
+    all left out, and the text report said under its row "no steps in this trace (no ProfilerStep)", of a
+    trace that has two: it says no step is whole in the trace cut short."""
+    src = next(d for d in sorted(torchrun_capture.glob("*_ascend_pt")) if list(d.glob("*.pt.trace.json")))
+    (trace,) = src.glob("*.pt.trace.json")
+    data = trace.read_bytes()
+    path = tmp_path / "cut.pt.trace.json"
+    path.write_bytes(data[: data.index(b'"ProfilerStep#4"') - 2000])  # in step 3's operators
+    assert b'"ProfilerStep#3"' in path.read_bytes()
+    done = npuprof("analyse", str(path), env=clean_env(COLUMNS="200"))
+    assert done.returncode == 0, done.stderr
+    assert "no step is whole in this trace cut short: the row is all the events read" in done.stdout
+    assert "no ProfilerStep" not in done.stdout, done.stdout

@@ -243,7 +243,14 @@ def render_table(report: Report, console: Console) -> None:
     for r, steps in zip(sections, step_tables, strict=True):
         print_whole(console, steps, plain)
         if len(r.steps) == 1 and r.steps[0].step is None:  # a --delay window of a job without steps
-            console.print("[dim]no steps in this trace (no ProfilerStep): the row is the whole capture[/dim]")
+            if r.cut_short is not msgspec.UNSET and r.cut_short.steps_left_out:  # its steps all cut short
+                console.print(
+                    "[dim]no step is whole in this trace cut short: the row is all the events read[/dim]"
+                )
+            else:
+                console.print(
+                    "[dim]no steps in this trace (no ProfilerStep): the row is the whole capture[/dim]"
+                )
         if (line := _partial_line(r)) is not None:
             console.print(line, highlight=False)
         if r.export_ms is not msgspec.UNSET:
