@@ -511,19 +511,15 @@ def test_a_trace_torch_was_writing_when_the_job_died_is_read_by_analyse(
     assert layout.capture_status(rank_dir).status == "incomplete"  # never complete, even once read
 
 
-def test_a_death_while_torch_wrote_the_trace_is_one_line_naming_the_steps_kept(
-    torchrun_capture: Path, tmp_path: Path
-) -> None:
-    """analyse said a death in the export in two warnings, the death's ("interrupted; what was written is
-    read") and the cut reader's (bytes, the rule for the steps left out), read as two problems: one line
-    says what happened, what was kept, and which steps it holds whole. Cut in step 4's operators, step 3 is
-    whole and step 4 left out (worked out here from the events before the cut)."""
+def _died_in_step_4(torchrun_capture: Path, rank_dir: Path) -> tuple[bytes, list[int]]:
+    """A rank dir as a job killed while torch wrote its trace leaves it, its trace cut in step 4's operators:
+    the text written, and the steps whole in it, worked out from the events before the cut (a step that
+    ends after the last event read may have lost events to the cut): [3], step 4 cut short."""
     src = next(d for d in sorted(torchrun_capture.glob("*_ascend_pt")) if list(d.glob("*.pt.trace.json")))
     (trace,) = src.glob("*.pt.trace.json")
     data = trace.read_bytes()
     step_at = data.index(b'"ProfilerStep#4"')
     fraction = (step_at + (data.index(b'"[memory]"') - step_at) // 2) / len(data)
-    rank_dir = tmp_path / "out" / src.name
     _name, text = _died_while_torch_wrote(src, rank_dir, fraction)
     events = complete_events(text)
     last_ts = float([e for e in events if e.get("ph") != "M"][-1]["ts"])
@@ -533,8 +529,20 @@ def test_a_death_while_torch_wrote_the_trace_is_one_line_naming_the_steps_kept(
         if e.get("name", "").startswith("ProfilerStep#")
     }
     whole = sorted(n for n, end in steps.items() if end <= last_ts)
-    cut = sorted(n for n, end in steps.items() if end > last_ts)
-    assert (whole, cut) == ([3], [4])  # the cut is where this test means it to be
+    assert (whole, sorted(set(steps) - set(whole))) == ([3], [4])  # the cut is where it is meant to be
+    return text, whole
+
+
+def test_a_death_while_torch_wrote_the_trace_is_one_line_naming_the_steps_kept(
+    torchrun_capture: Path, tmp_path: Path
+) -> None:
+    """analyse said a death in the export in two warnings, the death's ("interrupted; what was written is
+    read") and the cut reader's (bytes, the rule for the steps left out), read as two problems: one line
+    says what happened, what was kept, and which steps it holds whole. Cut in step 4's operators, step 3 is
+    whole and step 4 left out (worked out here from the events before the cut)."""
+    rank_dir = tmp_path / "out" / "r"
+    text, whole = _died_in_step_4(torchrun_capture, rank_dir)
+    events = complete_events(text)
     done = npuprof("analyse", str(tmp_path / "out"), "--format", "json", env=clean_env())
     assert done.returncode == 0, done.stderr
     (rank,) = json.loads(done.stdout)["ranks"]
@@ -646,3 +654,44 @@ def test_a_cut_trace_with_no_step_whole_is_not_said_to_have_no_profiler_step(
     assert done.returncode == 0, done.stderr
     assert "no step is whole in this trace cut short: the row is all the events read" in done.stdout
     assert "no ProfilerStep" not in done.stdout, done.stdout
+
+
+def test_status_of_a_dynamic_capture_whose_process_died_while_torch_wrote_its_trace(
+    torchrun_capture: Path, tmp_path: Path
+) -> None:
+    """`npuprof status` said only "capture from step 3 never finished (the process died)" of a --dynamic
+    capture killed in torch's export, whose part written the run kept: it says so, and the steps whole in
+    it once analyse has read it (before that, that analyse names them: its record names its first only)."""
+    from npuprof.cli.status import _processes, render
+    from npuprof.job_processes import pid_alive
+    from npuprof.results.cut_capture import keep_trace_cut_by_death
+
+    pid = 4194001  # beyond this host's pids: gone
+    assert not pid_alive(pid)
+    rank_dir = tmp_path / "out" / f"{os.uname().nodename}_{pid}_20261207120000000_ascend_pt"
+    _text, whole = _died_in_step_4(torchrun_capture, rank_dir)
+    kept, _size = keep_trace_cut_by_death(rank_dir, idle_s=0.0) or ("", 0)  # as the run's summary keeps it
+    logs = tmp_path / "cfg" / "log"
+    logs.mkdir(parents=True)
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(time.time() - 5)) + ",000"
+    (logs / f"dp_{os.uname().nodename}_{pid}_rank_0.log").write_text(
+        f"{stamp} [INFO] [{pid}] npuprof.dynamic: [step 0] watching it every 2 s\n"
+        f"{stamp} [INFO] [{pid}] npuprof.dynamic: [step 3] capture started at step 3 into {rank_dir}\n"
+    )
+
+    def said() -> str:
+        (process,) = _processes(logs)
+        table = render({"config": {"file": "f", "start_step": 0}, "processes": [process]})
+        return " ".join(table.split())
+
+    before = said()
+    assert (
+        "capture from step 3 cut short (the job died while its trace was written: the part written kept as "
+        f"{kept}, the steps whole in it are named once" in before
+    ), before
+    done = npuprof("analyse", str(rank_dir), env=clean_env())
+    assert done.returncode == 0, done.stderr
+    after = said()
+    assert (
+        f"the part written kept as {kept}, step(s) {whole[0]} whole in it, 4 cut short): {rank_dir}" in after
+    ), after

@@ -279,6 +279,12 @@ def _process(key: tuple[str, int, int], paths: dict[str, list[Path]]) -> dict[st
         info["capturing"] = _begun_unlogged(pid, info["planned"], asked)
         if info["capturing"] is not None:
             info["planned"] = info["not_captured"] = None
+    if info["state"].startswith("gone") and info["capturing"] is not None:
+        from npuprof.results.cut_capture import kept_part_said
+
+        # killed while torch wrote the trace: the part written kept, and the steps whole in it once parsed
+        if kept := kept_part_said(Path(info["capturing"]["directory"])):
+            info["capturing"]["cut_short"] = kept
     planned, last = info["planned"], info["last_step"]
     if planned and info["state"] != "running" and last is not None and _first(planned) > last:
         info["planned"] = None  # the process ended before that capture's first step
@@ -468,7 +474,9 @@ def render(report: dict[str, Any]) -> str:
         now = p["capturing"]
         last = p["captures"][-1] if p["captures"] else None
         planned = p["planned"]
-        if now is not None and p["state"].startswith("gone"):
+        if now is not None and p["state"].startswith("gone") and now.get("cut_short"):
+            doing = f"capture from step {now['from_step']} cut short ({now['cut_short']}): {now['directory']}"
+        elif now is not None and p["state"].startswith("gone"):
             doing = (
                 f"capture from step {now['from_step']} never finished (the process died): {now['directory']}"
             )

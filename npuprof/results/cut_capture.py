@@ -24,11 +24,13 @@ __all__ = [
     "died_while_written_line",
     "is_cut_by_death",
     "keep_trace_cut_by_death",
+    "kept_part_said",
     "part_kept_later",
 ]
 
 CUT_BY_DEATH = layout.CUT_BY_DEATH
 DIED_WHILE_WRITTEN = "the job died while its trace was written"
+SUMMARY_LIMIT = 256 << 20  # a parse's npuprof_summary.json (its top operators per step) is read up to this
 
 
 def is_cut_by_death(trace: Path) -> bool:
@@ -64,6 +66,37 @@ def _numbers(steps: list[int]) -> str:
     if len(steps) > 1 and steps == list(range(steps[0], steps[-1] + 1)):
         return f"{steps[0]}-{steps[-1]}"
     return ", ".join(map(str, steps[:10])) + (", ..." if len(steps) > 10 else "")
+
+
+def kept_part_said(rank_dir: Path) -> str | None:
+    """Of a capture whose job died while torch wrote its trace, kept (``NAME.cut.pt.trace.json``): that,
+    the file kept and the steps whole in it, or where they are not known yet (``npuprof analyse`` reads it:
+    the record, never finalised, names its first step only); None for any other capture."""
+    trace = layout.find_raw_trace(rank_dir)
+    if trace is None or not is_cut_by_death(trace):
+        return None
+    return f"{DIED_WHILE_WRITTEN}: the part written kept as {trace.name}, {_steps_of_parse(rank_dir, trace)}"
+
+
+def _steps_of_parse(rank_dir: Path, trace: Path) -> str:
+    """The steps its parse found whole in the kept ``trace`` and cut short (npuprof_summary.json's steps and
+    cut_short, the parse of that very file), or that they are known once it is parsed."""
+    from npuprof.invocation import npuprof_cmd
+
+    parsed = rank_dir / layout.PARSED_DIR
+    summary: object = None
+    if (parsed / layout.ANALYSE_DONE).exists():
+        with contextlib.suppress(OSError, ValueError):
+            summary = layout.read_json_record(parsed / "npuprof_summary.json", SUMMARY_LIMIT)
+    if not isinstance(summary, dict) or summary.get("trace") != trace.name:
+        return f"the steps whole in it are named once `{npuprof_cmd('analyse ' + str(rank_dir))}` has read it"
+    steps = summary.get("steps") if isinstance(summary.get("steps"), list) else []
+    whole = sorted(s["step"] for s in steps if isinstance(s, dict) and isinstance(s.get("step"), int))
+    cut = summary.get("cut_short") if isinstance(summary.get("cut_short"), dict) else {}
+    left = [n for n in cut.get("steps_left_out") or [] if isinstance(n, int)]
+    if not whole:
+        return "no step whole in it" + (f" (step(s) {_numbers(left)} cut short)" if left else "")
+    return f"step(s) {_numbers(whole)} whole in it" + (f", {_numbers(left)} cut short" if left else "")
 
 
 def keep_trace_cut_by_death(rank_dir: Path, idle_s: float = 60.0) -> tuple[str, int] | None:
