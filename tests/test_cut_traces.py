@@ -695,3 +695,30 @@ def test_status_of_a_dynamic_capture_whose_process_died_while_torch_wrote_its_tr
     assert (
         f"the part written kept as {kept}, step(s) {whole[0]} whole in it, 4 cut short): {rank_dir}" in after
     ), after
+
+
+def test_a_trace_cut_after_its_parse_is_parsed_again(torchrun_capture: Path, tmp_path: Path) -> None:
+    """A rank dir whose trace was cut after its tables were made (here the part a death kept, parsed, then
+    cut shorter: a copy cut, a file written again) kept reporting the tables of the longer trace, its
+    events and steps, until --force: analyse.done says the size they were made from, and another size is
+    parsed again, said once."""
+    src = next(d for d in sorted(torchrun_capture.glob("*_ascend_pt")) if list(d.glob("*.pt.trace.json")))
+    rank_dir = tmp_path / "out" / src.name
+    name, text = _died_while_torch_wrote(src, rank_dir, 0.9)
+    kept = rank_dir / name.replace(".pt.trace.json", ".cut.pt.trace.json")
+    first = npuprof("analyse", str(rank_dir), "--format", "json", env=clean_env())
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["ranks"][0]["cut_short"]["events_read"] == len(complete_events(text))
+    shorter = text[: len(text) // 2]
+    kept.write_bytes(shorter)
+    again = npuprof("analyse", str(rank_dir), "--format", "json", env=clean_env())
+    assert again.returncode == 0, again.stderr
+    (rank,) = json.loads(again.stdout)["ranks"]
+    assert rank["cut_short"]["events_read"] == len(complete_events(shorter)), rank["cut_short"]
+    said = " ".join(again.stderr.split())
+    assert f"its trace {kept.name} is {len(shorter):,} bytes, {len(text):,} when its tables were made" in said
+    assert "parsed again" in said
+    third = npuprof("analyse", str(rank_dir), "--format", "json", env=clean_env())
+    (cached,) = json.loads(third.stdout)["ranks"]
+    assert (cached["status"], cached["cut_short"]) == ("cached", rank["cut_short"]), cached
+    assert "parsed again" not in third.stderr

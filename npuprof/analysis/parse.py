@@ -52,6 +52,8 @@ class ParseOutcome:
     held_earlier: bool = False  # failed, and those could not all be put back: kept aside for the next parse
     # the tables an earlier parse wrote (analyse.done there) that were gone, deleted since: parsed again
     tables_missing: list[str] = field(default_factory=list)
+    # an earlier parse's tables (analyse.done there) made from the trace as it was then: how it changed since
+    trace_changed: str = ""
 
     @property
     def ok(self) -> bool:
@@ -213,6 +215,42 @@ ALWAYS_WRITTEN = (
     "op_statistic.csv",
     SUMMARY_FILE,
 )  # by every parse of a Kineto trace (docs/formats.md)
+
+
+def made_from_record(trace: Path) -> str:
+    """What analyse.done says of the trace its tables are made from: its name and size (docs/formats.md,
+    "The result tree"). Not its mtime or inode, as a bare trace's tables say (report._identity): a copy of
+    the result tree (cp -r, a sync to shared storage) changes those, and every rank would be parsed again."""
+    import json
+
+    return json.dumps({"trace": trace.name, "bytes": trace.stat().st_size}) + "\n"
+
+
+def trace_changed_since(done: Path, rank_dir: Path) -> str:
+    """How ``rank_dir``'s trace differs from the one its tables were made from (``done``'s record): another
+    size (cut short since, a copy cut, written again), or another name that is not that one gzipped (the
+    post-processor gzips the trace it parsed); "" when it is the same, or when ``done`` does not say (empty:
+    an older npuprof's, torch_npu's) or there is no trace."""
+    trace = layout.find_raw_trace(rank_dir)
+    if trace is None:
+        return ""
+    try:
+        record = layout.read_json_record(done, 4096)
+        size = trace.stat().st_size
+    except (OSError, ValueError):
+        return ""
+    if not isinstance(record, dict):
+        return ""
+    name, then = record.get("trace"), record.get("bytes")
+    if not isinstance(name, str) or not isinstance(then, int) or isinstance(then, bool):
+        return ""
+    if name != trace.name:
+        if trace.name == f"{name}.gz":
+            return ""
+        return f"its trace is {trace.name}, its tables were made from {name}"
+    if size == then:
+        return ""
+    return f"its trace {name} is {size:,} bytes, {then:,} when its tables were made (cut or written since)"
 
 
 def _tables_whole(out_dir: Path) -> bool:
@@ -641,15 +679,18 @@ def parse_rank_dir(
                 "--export-type text,db for both; msprof-analyze's db recipes read this db as it is"
             )
             return outcome
+        changed = trace_changed_since(done, rank_dir) if done.exists() and not force else ""
         if (
             done.exists()
             and not force
             and (has_db or not export_db)
             and (_tables_whole(out_dir) or layout.find_raw_trace(rank_dir) is None)
             and not _torch_npu_parse_failed(rank_dir, out_dir)
+            and not changed
         ):
             outcome.status = "cached"
             return outcome
+        outcome.trace_changed = changed
         if (
             force
             and done.exists()
@@ -731,6 +772,7 @@ def parse_rank_dir(
                 if done.exists():
                     done.unlink()
                 try:
+                    made_from = made_from_record(raw)
                     outcome.files = write_outputs(
                         raw, out_dir, outcome.rank, workers, export_db or has_db, notes
                     )
@@ -738,13 +780,14 @@ def parse_rank_dir(
                     gzipped = layout.find_raw_trace(rank_dir)
                     if gzipped is None or gzipped == raw:
                         raise
+                    made_from = made_from_record(gzipped)
                     outcome.files = write_outputs(
                         gzipped, out_dir, outcome.rank, workers, export_db or has_db, notes
                     )
                 tables_still_there(out_dir, outcome.files)
                 # under the lock: a parse that gets it next takes no temporary file of ours for a dead one's;
                 # inside the try: a full disk here puts the earlier set back too
-                write_text(done, "")
+                write_text(done, made_from)
             except BaseException:
                 # a set of tables short of some is not left to look parsed (Ascend's tools); an earlier
                 # complete set is put back as it was
@@ -781,6 +824,8 @@ def parse_rank_dir(
             outcome.reason += f"; {EARLIER_TABLES_KEPT}"
         elif outcome.held_earlier:
             outcome.reason += f"; {EARLIER_TABLES_HELD}"
+        if outcome.trace_changed:  # why a rank dir with tables was parsed at all
+            outcome.reason = f"{outcome.trace_changed}; parsed again: {outcome.reason}"
     finally:
         outcome.seconds = round(time.perf_counter() - t0, 3)
     return outcome

@@ -1652,6 +1652,9 @@ def _build_report(
         outcomes = parse_all(rank_dirs, jobs, force, on_done, db_dirs)
         if on_note and (remade := tables_remade(outcomes)):
             on_note(remade)
+        for outcome in outcomes if on_note else ():
+            if outcome.trace_changed and outcome.ok:  # its tables were another trace's: remade, said once
+                on_note(f"{outcome.rank_dir}: {outcome.trace_changed}: parsed again")
         for outcome in outcomes:
             if (instead := _trace_view_instead(outcome, force, jobs, export_db, on_note)) is not None:
                 targets.append(instead)
