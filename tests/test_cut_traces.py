@@ -722,3 +722,27 @@ def test_a_trace_cut_after_its_parse_is_parsed_again(torchrun_capture: Path, tmp
     (cached,) = json.loads(third.stdout)["ranks"]
     assert (cached["status"], cached["cut_short"]) == ("cached", rank["cut_short"]), cached
     assert "parsed again" not in third.stderr
+
+
+def test_memory_timeline_of_a_death_in_the_export_says_why_there_are_no_categories(
+    torchrun_capture: Path, tmp_path: Path
+) -> None:
+    """A run with --memory-timeline whose job died while torch wrote its trace never took the categorised
+    timeline (it is taken after the trace): memory-timeline of its rank dir told the user to capture with
+    --memory-timeline, which the run had. It says the death left none."""
+    src = next(d for d in sorted(torchrun_capture.glob("*_ascend_pt")) if list(d.glob("*.pt.trace.json")))
+    rank_dir = tmp_path / "out" / src.name
+    _name, text = _died_while_torch_wrote(src, rank_dir, 0.9)
+    assert b'"[memory]"' in text  # some of its [memory] events were written before the cut
+    run_id = json.loads((rank_dir / "npuprof_capture.json").read_text())["run_id"]
+    config = {"profile_memory": True, "record_shapes": True, "with_stack": True, "memory_timeline": ["json"]}
+    record = {"run_id": run_id, "config": config, "end": "2026-12-07T12:00:00+0000", "exit_code": 137}
+    (tmp_path / "out" / "npuprof_run.json").write_text(json.dumps(record))
+    done = npuprof("memory-timeline", str(rank_dir), "-o", str(tmp_path / "m.json"), env=clean_env())
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stderr.split())
+    assert (
+        "No categories: the job died while its trace was written, and the categorised timeline its run asked "
+        "for (--memory-timeline) is taken after the trace: there is none of this capture." in said
+    ), said
+    assert "For categories: npuprof run" not in said, said

@@ -165,6 +165,8 @@ def memory_timeline(
         note = mt.source_note(data)
         if beside := _categories_beside(rank_dir, output):  # not: capture again with the flags it had
             note = f"{note.partition(' For categories: ')[0]} {beside}"
+        elif lost := _categories_lost(rank_dir):  # not: capture again with the flags it had
+            note = f"{note.partition(' For categories: ')[0]} {lost}"
         _say(f"npuprof memory-timeline: note: {_categories_pending(rank_dir) or note}")
     for note in data.notes:
         _say(f"npuprof memory-timeline: warning: {note}")
@@ -245,4 +247,27 @@ def _categories_pending(rank_dir: Path) -> str | None:
         "Categories UNKNOWN for now: rendered from the trace's [memory] events (allocator totals only), as "
         f"its run is still going ({going}) and its post-processor has not yet written this capture's "
         "categorised timeline (memory_timeline.raw.json.gz): run this again once the run has ended"
+    )
+
+
+def _categories_lost(rank_dir: Path) -> str | None:
+    """The note for a capture whose run asked for --memory-timeline and whose job died while torch wrote
+    its trace: the categorised data is taken after the trace (agent/capture_exports.py), so none was; the
+    note told to capture with the flags the run had."""
+    from npuprof.results import layout
+    from npuprof.results.cut_capture import DIED_WHILE_WRITTEN, is_cut_by_death
+
+    if (
+        not rank_dir.is_dir()
+        or (trace := layout.find_raw_trace(rank_dir)) is None
+        or not is_cut_by_death(trace)
+    ):
+        return None
+    run_id = (layout.read_capture_record(rank_dir) or {}).get("run_id")
+    config = (layout.run_record_of(rank_dir.parent, run_id) or {}).get("config")
+    if not isinstance(config, dict) or not config.get("memory_timeline"):
+        return None
+    return (
+        f"No categories: {DIED_WHILE_WRITTEN}, and the categorised timeline its run asked for "
+        "(--memory-timeline) is taken after the trace: there is none of this capture."
     )
