@@ -815,3 +815,50 @@ def test_force_color_in_a_log_keeps_lines_whole(
     lines = re.sub(r"\x1b\[[0-9;]*m", "", report.stdout).splitlines()
     (note,) = [line for line in lines if line.startswith("no device kernels")]
     assert note.endswith(f"{rank_dir} --svg flame.svg"), report.stdout
+
+
+@pytest.mark.parametrize("extra", [{}, {"COLUMNS": "80"}, {"FORCE_COLOR": "1"}])
+def test_no_line_of_a_saved_report_ends_in_blanks(
+    tmp_path: Path,
+    extra: dict[str, str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`npuprof analyse DIR > report.txt` and the run summary in a job's log: rich padded each table's title
+    to the table's width, and the summary's plain table its header and shorter rows to its last column's
+    width, so that lines ended in up to dozens of blanks (before the colour's reset with FORCE_COLOR)."""
+    import re
+
+    from npuprof.config import ProfileConfig
+    from npuprof.reports.run_summary import print_run_summary
+    from npuprof.results.run_record import CaptureSummary
+
+    blank_end = re.compile(r" (?:\x1b\[[0-9;]*m)*$")
+    env = {**{k: v for k, v in clean_env().items() if k != "COLUMNS"}, **extra}
+    rank_dir = write_rank_dir(tmp_path / "r", cpu_trace())
+    report = npuprof("analyse", str(rank_dir), env=env)
+    assert report.returncode == 0, report.stderr
+    lines = report.stdout.splitlines()
+    titles = [line for line in lines if "top operators by self time" in line]
+    assert len(titles) == 1 and lines[0].startswith("\x1b[3mrank" if extra.get("FORCE_COLOR") else "rank")
+    assert [line for line in lines if blank_end.search(line)] == [], report.stdout
+    # the step table and the title above it: as wide as before, the title's padding left out
+    assert len(re.sub(r"\x1b\[[0-9;]*m", "", lines[1])) > len(re.sub(r"\x1b\[[0-9;]*m", "", lines[0]))
+
+    for name, value in extra.items():
+        monkeypatch.setenv(name, value)
+    if "COLUMNS" not in extra:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    output = tmp_path / "out"
+    captures = [
+        CaptureSummary(
+            rank_dir=output / f"vm_{pid}_20261202121245485_ascend_pt{suffix}", status="complete", rank=rank,
+            pid=pid, steps=[6, 7, 8], size_bytes=3 << 20, detail="", parsed=True,
+        )
+        for rank, pid, suffix in ((0, 8952, ""), (1, 8953, "_renamed"))
+    ]  # fmt: skip
+    print_run_summary(output, captures, 0, ProfileConfig(), output / "npuprof.log")
+    summary = capsys.readouterr().err
+    header = [line for line in summary.splitlines() if "directory" in line]
+    assert len(header) == 1 and "vm_8953" in summary, summary  # the last column wider than its header
+    assert [line for line in summary.splitlines() if blank_end.search(line)] == [], summary

@@ -41,13 +41,19 @@ def drop_unusable_sizes(environ: MutableMapping[str, str]) -> None:
 
 def console(stderr: bool = False, **options: object):  # -> rich.console.Console
     """A rich console on stdout or stderr, sized as sizes_rich_can_use says, and left unwrapped where
-    ``unwrapped`` says."""
+    ``unwrapped`` says; on a stream that is no terminal, its lines without trailing blanks."""
     from rich.console import Console
 
+    stream = sys.stderr if stderr else sys.stdout
+    tty = isatty(stream)
+    if not tty:  # a saved report: no line ends in the blanks rich pads titles and last columns with
+        from npuprof.reports.saved_lines import WithoutTrailingBlanks
+
+        options = {"file": WithoutTrailingBlanks(stream), **options}
     made = Console(stderr=stderr, _environ=sizes_rich_can_use(os.environ), **options)
     # the stream's own word, not rich's is_terminal: FORCE_COLOR (CI logs in colour) makes that true in a
     # log, which then wrapped at 80 columns, a suggested command split over two lines
-    if unwrapped(isatty(sys.stderr if stderr else sys.stdout)):
+    if unwrapped(tty):
         made.width = NO_WRAP_WIDTH
     return made
 
