@@ -794,9 +794,41 @@ def test_capture_skipped_below_min_free_space(tmpfs, tmp_path: Path) -> None:
     (d,) = rank_dirs(out)
     record = capture_record(d)
     assert record["status"] == "incomplete" and "--min-free-space" in record["detail"]
+    # a window skipped is no capture: the summary said "1 capture(s)", its row "incomplete*"
+    lines = result.stderr.splitlines()
+    assert f"npuprof: no capture, 1 capture window(s) skipped, in {out}" in lines, result.stderr
+    (row,) = [line.split() for line in lines if line.endswith(d.name) and not line.startswith("*")]
+    assert row[:3] == ["-", "1", "skipped*"], row
     analysed = npuprof("analyse", str(out), timeout=60)
     assert d.name in analysed.stderr and "skipped" in analysed.stderr  # never begun: not "interrupted"
     assert "interrupted" not in analysed.stderr
+
+
+def test_the_run_summary_counts_windows_skipped_apart_from_captures(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two captures made and a later window skipped for want of space: the title said "3 capture(s)"."""
+    from npuprof.config import ProfileConfig
+    from npuprof.reports.run_summary import print_run_summary
+    from npuprof.results.run_record import CaptureSummary
+
+    output = tmp_path / "out"
+    why = "capture at step 15 skipped: only 1.0 GiB free at /x, below --min-free-space (5.0 GiB)"
+    captures = [
+        CaptureSummary(
+            rank_dir=output / f"vm_7_2026120212124548{i}_ascend_pt", status=status, rank=None, pid=7,
+            steps=steps, size_bytes=size, detail=detail, parsed=size > 600, record_only=size < 600,
+        )
+        for i, (status, steps, size, detail) in enumerate(
+            [("complete", [6, 7], 3 << 20, ""), ("complete", [10, 11], 3 << 20, ""),
+             ("incomplete", [15], 530, why)]
+        )
+    ]  # fmt: skip
+    print_run_summary(output, captures, 0, ProfileConfig(), output / "npuprof.log")
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == f"npuprof: 2 capture(s), 1 capture window(s) skipped, in {output}", lines
+    assert [line.split()[2] for line in lines[2:5]] == ["complete", "complete", "skipped*"], lines
+    assert lines[-1].startswith(f"next: npuprof analyse {output}"), lines
 
 
 def test_a_window_skipped_below_min_free_space_imports_no_torch(tmp_path: Path) -> None:

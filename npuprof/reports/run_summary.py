@@ -90,7 +90,7 @@ def print_run_summary(
     outside = sum(1 for c in captures if not c.rank_dir.is_relative_to(output))
     where = f"in {output}" + (f" ({outside} of them elsewhere, below)" if outside else "")
     # the title is a line of its own, not the table's: a table title is wrapped to the table's width
-    console.print(escape(f"npuprof: {len(captures)} capture(s) {where}"), style="italic", soft_wrap=True)
+    console.print(escape(f"npuprof: {_counted(captures)} {where}"), style="italic", soft_wrap=True)
     table = Table(
         box=None,
         pad_edge=False,
@@ -108,7 +108,8 @@ def print_run_summary(
     for c in listed:
         rank = "-" if c.rank is None else str(c.rank)
         attempt = ["-" if c.restart_count is None else str(c.restart_count)] if by_attempt else []
-        status = f"{c.status}*" if c.detail else c.status  # the detail under the table
+        status = SKIPPED if skipped_window(c) else c.status
+        status = f"{status}*" if c.detail else status  # the detail under the table
         # a capture its process died inside: from its first step to a last no record says
         steps = f"{c.steps[0]}-?" if c.open_ended and c.steps else _steps(c.steps)
         rows.append([rank, *attempt, steps, status, human_bytes(c.size_bytes), "yes" if c.parsed else "no"])
@@ -298,6 +299,26 @@ def print_run_summary(
             f"{escape(msprof_reads_latest_only(captures))})",
             soft_wrap=True,
         )
+
+
+SKIPPED = "skipped"  # the status shown of a window skipped (its record says "incomplete")
+
+
+def skipped_window(c: CaptureSummary) -> bool:
+    """A capture window skipped before it recorded anything (below --min-free-space, its files not
+    makeable): its directory holds its record alone, which says why. Not a capture."""
+    return c.record_only and c.detail.startswith(CAPTURE_SKIPPED) and " skipped: " in c.detail
+
+
+def _counted(captures: list[CaptureSummary]) -> str:
+    """The summary's title's count: the captures made, and the windows skipped apart (a window skipped was
+    counted as "1 capture(s)")."""
+    skipped = sum(1 for c in captures if skipped_window(c))
+    made = len(captures) - skipped
+    if not skipped:
+        return f"{made} capture(s)"
+    windows = f"{skipped} capture window(s) skipped"
+    return f"{made} capture(s), {windows}," if made else f"no capture, {windows},"
 
 
 def no_capture_line(
