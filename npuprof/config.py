@@ -589,12 +589,27 @@ def _step_on_for_file(path: str, qualname: str, command: list[str] | None) -> st
     dotted = stem.replace(os.sep, ".").replace("/", ".")
     as_module = f"--step-on {dotted}:{qualname}" if all(p.isidentifier() for p in dotted.split(".")) else ""
     imported = as_module or f"--step-on MODULE:{qualname}, MODULE as the job imports it"
-    if command is None:
+    from npuprof.job_script import job_script
+
+    # the script as the launcher reads the command (npuprof/job_script.py), not its first .py word
+    # (`accelerate launch --config_file c.py train.py`); `python -m pkg.train` runs pkg/train.py as __main__
+    script = job_script(command) if command is not None else None
+    if script is not None and script.sure:
+        if script.path is not None and _same_file(script.path, path):
+            return f"{own} ({os.path.basename(path)} is the script being run)"
+        if script.module is not None and _is_module_file(script.module, path, dotted):
+            return f"{own} ({path} is the script being run: -m {script.module})"
+    candidates = () if script is None else (script.path, *script.others)
+    if script is None or any(word is not None and _same_file(word, path) for word in candidates):
         return f"{own} where {os.path.basename(path)} is the script being run, else {imported}"
-    script = next((word for word in command if word.endswith(".py")), None)  # python X.py, torchrun X.py
-    if script is not None and _same_file(script, path):
-        return f"{own} ({os.path.basename(path)} is the script being run)"
     return imported
+
+
+def _is_module_file(module: str, path: str, dotted: str) -> bool:
+    """Whether ``path`` is the file of ``module`` run by `python -m` (from the working directory, or from a
+    directory above it: ``src/pkg/train.py`` for ``pkg.train``)."""
+    own_file = os.path.abspath(module.replace(".", os.sep) + ".py")
+    return os.path.abspath(path) == own_file or f".{dotted}".endswith(f".{module}")
 
 
 def _same_file(script: str, path: str) -> bool:

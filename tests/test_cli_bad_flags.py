@@ -40,6 +40,73 @@ def test_step_on_a_file_name_is_refused_before_the_job(
 
 
 @pytest.mark.parametrize(
+    "step_on, command, fix",
+    [
+        # a launcher's option that takes a file: the first .py word was taken for the script
+        ("train.py:step", "accelerate launch --config_file c.py train.py", "--step-on __main__:step"),
+        ("c.py:step", "accelerate launch --config_file c.py train.py", "--step-on __main__:step where c.py"),
+        (
+            "train.py:step",
+            "accelerate launch --num_processes=2 --multi_gpu train.py",
+            "--step-on __main__:step",
+        ),
+        ("train.py:step", "accelerate launch --multi-gpu train.py --cfg c.py", "--step-on __main__:step"),
+        (
+            "train.py:step",
+            "python -m torch.distributed.run --nnodes 1 train.py -c c.py",
+            "--step-on __main__:step",
+        ),
+        ("c.py:step", "torchrun --standalone train.py --config c.py", "--step-on c:step"),
+        ("t.py:step", "env A=1 python -W ignore -X dev t.py", "--step-on __main__:step"),
+        ("t.py:step", "srun -m block python t.py", "--step-on __main__:step"),  # srun's -m takes a value
+        # -m: the module's file is __main__ (was told pkg.train:step, which counts nothing)
+        ("pkg/train.py:step", "python -m pkg.train", "--step-on __main__:step"),
+        ("pkg/train.py:step", "python -um pkg.train 3", "--step-on __main__:step"),
+        ("src/pkg/train.py:step", "torchrun --nproc-per-node 2 -m pkg.train", "--step-on __main__:step"),
+        ("pkg/eval.py:step", "python -m pkg.train", "--step-on pkg.eval:step"),
+        # the script hidden, or only maybe the script: both said
+        ("train.py:step", "bash run.sh", "--step-on __main__:step where train.py"),
+        (
+            "train.py:step",
+            "launcher --new_switch train.py --cfg c.py",
+            "--step-on __main__:step where train.py",
+        ),
+    ],
+)
+def test_a_file_name_is_answered_by_the_script_the_command_runs(step_on: str, command: str, fix: str) -> None:
+    """--step-on FILE:f named __main__ only where FILE was the command's first .py word: `accelerate launch
+    --config_file c.py train.py` took c.py for the script (train.py:step was told train:step, which counts
+    nothing: the script is __main__), and `python -m pkg.train` had no script (pkg/train.py:step was told
+    pkg.train:step, which counted nothing either, as a new user found). The script is read as the
+    launcher reads its options; a .py word that may be an option's value gets both fixes."""
+    from npuprof.config import ConfigError, parse_step_on
+
+    with pytest.raises(ConfigError) as refused:
+        parse_step_on(step_on, command=command.split())
+    said = refused.value.fix
+    assert said == fix or said.startswith((f"{fix} (", f"{fix} is the script being run, else")), said
+
+
+def test_a_module_run_with_m_is_named_main_before_the_job(tmp_path: Path) -> None:
+    """`npuprof run --step-on pkg/train.py:step -- python -m pkg.train` was told --step-on pkg.train:step,
+    with which the job then ran to its end counting nothing (no process imports the module it runs as
+    __main__); the fix given is the one that counts."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "train.py").write_text("open('ran', 'w').close()\n")
+    result = npuprof(
+        "run", "-o", "out", "--step-on", "pkg/train.py:step", "--", "python", "-m", "pkg.train",
+        cwd=tmp_path, timeout=60,
+    )  # fmt: skip
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (
+        "npuprof run: error: --step-on: 'pkg/train.py' is a file name, not a module name; --step-on "
+        "__main__:step (pkg/train.py is the script being run: -m pkg.train)\n"
+    )
+    assert not (tmp_path / "ran").exists()
+
+
+@pytest.mark.parametrize(
     "step_on, expected",
     [
         ("cnn.py:f:g", "'cnn.py' is a file name, not a module name"),

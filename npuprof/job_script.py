@@ -1,0 +1,130 @@
+"""The script a job's command runs (`python train.py`, `python -m pkg.train`, `torchrun ... train.py`,
+`accelerate launch --config_file c.py train.py`), for the --step-on fix that names the script's functions
+as ``__main__``'s. Imports nothing heavy: `npuprof run` reads it before the job starts.
+
+A ``.py`` word is not always the script: a launcher's option may take a file (``--config_file c.py``), and
+the script's own arguments may name one (``train.py --config c.py``). Python's own options are read as
+CPython reads them; a launcher's as argparse reads them: an option takes the word after it as its value
+unless it is one of the launcher's switches (options without a value) or is written ``--opt=value``. A
+``.py`` word after an option not known to be a switch may be that option's value: it is the script only
+where no later word is surely one, and is then said to be uncertain. (Neither the first ``.py`` word nor
+the last is the script in general: ``--config_file c.py train.py``, ``train.py --config c.py``.)"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+# CPython's options that take a value (the next word, or attached: -Wignore) and the long one that does
+_PYTHON_VALUED = frozenset("WX")
+_PYTHON_LONG_VALUED = ("--check-hash-based-pycs",)
+_PYTHON_NAME = re.compile(r"(python|pypy)[\w.-]*")
+# launchers run as Python modules (`python -m torch.distributed.run ...`): their arguments follow
+_LAUNCHER_MODULES = (
+    "torch.distributed.run",
+    "torch.distributed.launch",
+    "accelerate.commands.launch",
+    "deepspeed.launcher.runner",
+)
+# the launchers' options that take no value, spelt with dashes (argparse takes `--multi_gpu` and
+# `--multi-gpu` alike): torchrun and torch.distributed.launch (torch 2.13), accelerate launch (1.15: its
+# parser's nargs=0 options), deepspeed's, mpirun's and srun's common ones; any other option takes the word
+# after it (unless that word is itself an option)
+_SWITCHES = frozenset(
+    (
+        "-h", "--help", "--standalone", "--no-python", "--run-path", "--virtual-local-rank", "--use-env",
+        "--cpu", "--debug", "--downcast-bf16", "--dynamo-use-dynamic", "--dynamo-use-fullgraph",
+        "--dynamo-use-regional-compilation", "--enable-cpu-affinity", "--fp8-use-autocast-during-eval",
+        "--multi-gpu", "--no-tpu-cluster", "-q", "--quiet", "--same-network", "--tpu", "--tpu-cluster",
+        "--tpu-use-sudo", "--use-deepspeed", "--use-fsdp", "--use-megatron-lm", "--use-parallelism-config",
+        "--no-local-rank", "--force-multi", "--bind-cores-to-rank", "--save-pid", "--no-ssh-check",
+        "--allow-run-as-root", "--oversubscribe", "-v", "--verbose",
+    )
+)  # fmt: skip
+# a launcher's switch that makes its script a module name (`torchrun -m pkg.train`)
+_MODULE_SWITCHES = ("-m", "--module")
+
+
+@dataclass(frozen=True)
+class JobScript:
+    """What the command runs as its script: a file (``path``) or a module (``module``, `-m`); ``sure``:
+    False where the word may be a launcher option's value instead (then the script may be a later one)."""
+
+    path: str | None = None
+    module: str | None = None
+    sure: bool = True
+    # the other .py words that may be the script: taken as a launcher option's value (``--config_file
+    # c.py``), or after an uncertain script (its own arguments, or the script after it)
+    others: tuple[str, ...] = ()
+
+
+def job_script(command: list[str]) -> JobScript | None:
+    """The script ``command`` runs, or None where it shows none (`bash run.sh`, a binary)."""
+    maybe: list[str] = []
+    module_next = False
+    i = 0
+    while i < len(command):
+        word = command[i]
+        i += 1
+        if _PYTHON_NAME.fullmatch(os.path.basename(word)):
+            found, i = _python_script(command, i)
+            if found is None:
+                return None
+            if found.module in _LAUNCHER_MODULES:
+                continue  # the launcher's arguments follow, its script among them
+            return _with_maybe(found, maybe)
+        if word.startswith("-"):
+            if word in _MODULE_SWITCHES and not _python_later(command, i):  # (srun's -m takes a value)
+                module_next = True
+            elif "=" not in word and word.replace("_", "-") not in _SWITCHES and i < len(command):
+                value = command[i]
+                if not value.startswith("-"):
+                    i += 1  # the option's value, or the script after a switch not known to be one
+                    if value.endswith(".py"):
+                        maybe.append(value)
+            continue
+        if module_next:
+            return _with_maybe(JobScript(module=word), maybe)
+        if word.endswith(".py"):
+            return _with_maybe(JobScript(path=word), maybe)
+    if maybe:  # after an option not known to be a switch (`--some_switch train.py --cfg c.py`): the first
+        return JobScript(path=maybe[0], sure=False, others=tuple(maybe[1:]))
+    return None
+
+
+def _python_later(command: list[str], i: int) -> bool:
+    """Whether a word from ``command[i]`` on names a Python interpreter (`srun -m block python t.py`)."""
+    return any(_PYTHON_NAME.fullmatch(os.path.basename(word)) for word in command[i:])
+
+
+def _with_maybe(found: JobScript, maybe: list[str]) -> JobScript:
+    return JobScript(found.path, found.module, found.sure, tuple(maybe)) if maybe else found
+
+
+def _python_script(command: list[str], i: int) -> tuple[JobScript | None, int]:
+    """The script of the Python whose arguments begin at ``command[i]``, read as CPython reads them (-c
+    runs no script), and where the words after it begin."""
+    while i < len(command):
+        word = command[i]
+        i += 1
+        if word == "--":
+            break
+        if word == "-" or not word.startswith("-"):
+            return (JobScript(path=word) if word != "-" else None), i
+        if word.startswith("--"):
+            i += word in _PYTHON_LONG_VALUED
+            continue
+        for position, letter in enumerate(word[1:], start=1):
+            attached = word[position + 1 :]
+            if letter == "c":
+                return None, i
+            if letter == "m":
+                module = attached or (command[i] if i < len(command) else "")
+                return (JobScript(module=module) if module else None), i + (not attached)
+            if letter in _PYTHON_VALUED:
+                i += not attached
+                break
+    if i < len(command):
+        return JobScript(path=command[i]), i + 1
+    return None, i
