@@ -128,3 +128,15 @@ def _python_script(command: list[str], i: int) -> tuple[JobScript | None, int]:
     if i < len(command):
         return JobScript(path=command[i]), i + 1
     return None, i
+
+
+def runs_as_main(module: str, command: list[str]) -> str | None:
+    """How ``command`` runs ``module`` as its script (``-m pkg.train``, ``train.py``), where its functions
+    are ``__main__``'s and no process imports it by its name: None where it does not (or may not)."""
+    script = job_script(command)
+    if script is None or not script.sure:
+        return None
+    if script.module is not None:
+        return f"-m {script.module}" if script.module == module else None
+    own_file = os.path.abspath(module.replace(".", os.sep) + ".py")
+    return script.path if script.path is not None and os.path.abspath(script.path) == own_file else None

@@ -368,12 +368,39 @@ def test_a_step_on_module_the_job_runs_as_its_script_is_named_as_main(tmp_path: 
     assert subprocess.run(cmd, cwd=tmp_path, env=clean_env(), timeout=60).returncode == 0
     done = npuprof("run", "-o", str(tmp_path / "r"), "--step-on", "pkg.train:step", "--", *cmd, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+    # said as the run starts too (was: only at the end, of a job that may run for hours counting nothing)
+    assert done.stderr.startswith(
+        "npuprof run: warning: --step-on pkg.train:step: the job runs pkg.train as its script "
+        "(-m pkg.train), where it is __main__ and not imported, so this counts no step unless a process "
+        "imports it; --step-on __main__:step counts the script's calls\n"
+    ), done.stderr
     said = " ".join(done.stderr.split())
     assert "the job runs pkg.train as its script (-m), where it is __main__: --step-on __main__:step" in said
     # the same module imported by a script is no such case
     started = "2026-12-02 07:00:00 [INFO] [launcher pid=6] run abc starts: python train.py"
     why = why_no_capture(ProfileConfig(step_on="pkg.train:step"), 0, [started])
     assert "__main__" not in why
+
+
+@pytest.mark.parametrize(
+    ("module", "command", "how"),
+    [
+        ("train", "python train.py --lr 3", "train.py"),
+        ("pkg.train", "python -u pkg/train.py", "pkg/train.py"),
+        ("pkg.train", "torchrun --nproc-per-node 2 -m pkg.train", "-m pkg.train"),
+        ("pkg.train", "python -m pkg.trainer", None),
+        ("train", "python scripts/train.py", None),  # its `import train` may be another file
+        ("train", "python run.py --script train.py", None),
+        ("train", "launcher --new_switch train.py", None),  # maybe an option's value
+    ],
+)
+def test_a_step_on_module_the_command_runs_as_its_script_is_known_before_the_job(
+    module: str, command: str, how: str | None
+) -> None:
+    """What the start-time warning names: the module is the command's script, never imported by its name."""
+    from npuprof.job_script import runs_as_main
+
+    assert runs_as_main(module, command.split()) == how
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from npuprof.job_script import runs_as_main
 from npuprof.options import BY_KEY, ENV_DYNAMIC, RUN_OPTIONS
 
 if TYPE_CHECKING:
@@ -138,7 +139,14 @@ def build_config(
     from npuprof import config as c
 
     if isinstance(step_on := flags.get("step_on"), str):
-        c.parse_step_on(step_on, command=command)
+        module, qualname = c.parse_step_on(step_on, command=command)
+        if command is not None and (how := runs_as_main(module, command)) is not None:
+            # said at the run's end too, after a job of hours that counted nothing (README, --step-on)
+            c.warn_on_stderr(
+                f"--step-on {step_on}: the job runs {module} as its script ({how}), where it is __main__ and "
+                f"not imported, so this counts no step unless a process imports it; --step-on "
+                f"__main__:{qualname} counts the script's calls"
+            )
 
     source = _dynamic_source(flags, os.environ if environ is None else environ)
     if source is not None:
