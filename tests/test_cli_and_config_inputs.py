@@ -382,6 +382,22 @@ def test_a_torchrun_flag_given_to_run_says_to_start_torchrun_after_the_dashes(
     )
 
 
+@pytest.mark.parametrize("flag", ["--steps", "--num_steps=3", "--start-step"])
+def test_a_flag_for_the_steps_recorded_given_to_run_names_the_schedule_flags(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], flag: str
+) -> None:
+    """A new user's first try, ``npuprof run --steps 5 -- python train.py``, was offered --step-on (a
+    MODULE:QUALNAME to count steps at), and ``--start-step 10`` (torch_npu's start_step) nothing."""
+    code, err, given = _run_flags(monkeypatch, capsys, flag, "5", "--", "python", "train.py")
+    name = flag.split("=")[0]
+    assert (code, given) == (2, [])
+    assert err == (
+        f"npuprof run: error: {name} is not a flag of run: --skip-first N --warmup W --active M choose the "
+        "steps recorded, N+W to N+W+M-1 (torch_npu's start_step is --skip-first; the default 5, 1, 3 records "
+        "steps 6-8); see npuprof run --help\n"
+    )
+
+
 def test_a_file_value_a_flag_conflicts_with_is_named_as_the_file_wrote_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -420,6 +420,14 @@ def _run_typer() -> int:
             )
         elif where == "npuprof trigger" and (why := _runs_flag_given_to_trigger(message)) is not None:
             sys.stderr.write(f"{where}: error: {why}; see {helped}\n")
+        elif where == "npuprof run" and (steps := _steps_flag(message)) is not None:
+            # click offered --step-on for --steps and --num-steps (a function to count steps at), nothing
+            # for --start-step (torch_npu's start_step, trigger's --start-step)
+            sys.stderr.write(
+                f"{where}: error: {steps} is not a flag of run: --skip-first N --warmup W --active M "
+                "choose the steps recorded, N+W to N+W+M-1 (torch_npu's start_step is --skip-first; the "
+                f"default 5, 1, 3 records steps 6-8); see {helped}\n"
+            )
         elif launcher is not None:  # `npuprof run --nproc-per-node 8 train.py`: torchrun itself was left out
             sys.stderr.write(
                 f"{where}: error: {launcher} is torchrun's flag, not npuprof's; start torchrun after --: "
@@ -516,6 +524,30 @@ def _runs_flag_given_to_trigger(message: str) -> str | None:
     else:
         instead = _FOR_A_REQUEST.get(key, "it is the job's, set as npuprof run starts, for every capture")
     return f"{flag} is a flag of npuprof run, not of trigger: {instead}"
+
+
+# what a user new to npuprof tries for "which steps, how many" (torch_npu's config has start_step)
+_STEP_COUNT_WORDS = frozenset(
+    {
+        "steps",
+        "step",
+        "num-steps",
+        "nsteps",
+        "start-step",
+        "start",
+        "max-steps",
+        "profile-steps",
+        "record-steps",
+    }
+)
+
+
+def _steps_flag(message: str) -> str | None:
+    """The flag of ``No such option: --steps ...`` when it asks which steps to record, else None."""
+    flag = _no_such_option(message)
+    if flag is not None and flag.startswith("--") and flag[2:].lower().replace("_", "-") in _STEP_COUNT_WORDS:
+        return flag
+    return None
 
 
 def _launchers_flag(message: str) -> str | None:
