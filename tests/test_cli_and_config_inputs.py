@@ -467,6 +467,21 @@ def test_analyse_rank_names_the_rank_dir_to_give_not_run(
     assert code == 2 and "No such option: --rnk" in err, err
 
 
+@pytest.mark.parametrize("given", [["-o", "report.txt"], ["--output=report.txt"]])
+def test_analyse_output_says_the_report_goes_to_stdout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], given: list[str]
+) -> None:
+    """``npuprof analyse result/ -o report.txt`` (export-stacks' and memory-timeline's -o) was told "No such
+    option: -o; see npuprof analyse --help", whose help names no way to save the report either."""
+    code, err = _cli(monkeypatch, capsys, "analyse", str(tmp_path), *given)
+    assert code == 2
+    assert err.splitlines() == [
+        f"npuprof analyse: error: {given[0].split('=')[0]} is not a flag of analyse, which writes its report "
+        "to stdout: npuprof analyse DIR > report.txt (--format json or csv for a file to read back)"
+    ]
+    assert not (tmp_path / "report.txt").exists()
+
+
 def test_run_dynamic_names_its_collection_flags_that_each_request_sets_again(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

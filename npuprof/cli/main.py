@@ -418,6 +418,13 @@ def _run_typer() -> int:
                 "(the *_ascend_pt under the result dir, which npuprof run's summary lists) to report it "
                 "alone; export-stacks and memory-timeline take --rank N\n"
             )
+        elif where == "npuprof analyse" and _no_such_option(message) in _OUTPUT_FLAGS:
+            # export-stacks and memory-timeline take -o: analyse's refusal named no way to save its report
+            flag = _no_such_option(message)
+            sys.stderr.write(
+                f"{where}: error: {flag} is not a flag of analyse, which writes its report to stdout: "
+                f"{npuprof_cmd('analyse DIR > report.txt')} (--format json or csv for a file to read back)\n"
+            )
         elif where == "npuprof trigger" and (why := _runs_flag_given_to_trigger(message)) is not None:
             sys.stderr.write(f"{where}: error: {why}; see {helped}\n")
         elif where == "npuprof run" and (steps := _steps_flag(message)) is not None:
@@ -525,6 +532,8 @@ def _runs_flag_given_to_trigger(message: str) -> str | None:
         instead = _FOR_A_REQUEST.get(key, "it is the job's, set as npuprof run starts, for every capture")
     return f"{flag} is a flag of npuprof run, not of trigger: {instead}"
 
+
+_OUTPUT_FLAGS = ("-o", "--output", "--out")  # analyse's report goes to stdout
 
 # what a user new to npuprof tries for "which steps, how many" (torch_npu's config has start_step)
 _STEP_COUNT_WORDS = frozenset(
