@@ -862,3 +862,19 @@ def test_no_line_of_a_saved_report_ends_in_blanks(
     header = [line for line in summary.splitlines() if "directory" in line]
     assert len(header) == 1 and "vm_8953" in summary, summary  # the last column wider than its header
     assert [line for line in summary.splitlines() if blank_end.search(line)] == [], summary
+
+
+def test_a_cpu_only_report_has_no_device_time_column(tmp_path: Path) -> None:
+    """A CPU-only capture's operators table had a `device ms` column of 0.000 on every row, which a new
+    user read as the device doing nothing (the note under it says there is none); a trace with kernels
+    keeps it."""
+    cpu = npuprof("analyse", str(write_rank_dir(tmp_path / "cpu", cpu_trace())), env=clean_env())
+    assert cpu.returncode == 0, cpu.stderr
+    (header,) = [line for line in cpu.stdout.splitlines() if "self ms" in line]
+    assert [cell.strip() for cell in header.split("┃")[1:-1]] == ["operator", "calls", "self ms", "total ms"]
+    trace = tmp_path / "w.1.pt.trace.json"
+    _trace_with_long_names(trace, "aten::mm")
+    device = npuprof("analyse", str(trace), env=clean_env())
+    assert device.returncode == 0, device.stderr
+    (header,) = [line for line in device.stdout.splitlines() if "self ms" in line]
+    assert header.split("┃")[-2].strip() == "device ms", header

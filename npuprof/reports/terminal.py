@@ -273,19 +273,18 @@ def render_table(report: Report, console: Console) -> None:
             )
         if r.top_operators:
             ops = Table(title="top operators by self time", title_justify="left")
-            for col, just in (
-                ("operator", "left"),
-                ("calls", "right"),
-                ("self ms", "right"),
-                ("total ms", "right"),
-                ("device ms", "right"),
-            ):
-                ops.add_column(col, justify=just)
+            # a CPU-only trace has no device time: a column of 0.000 read as "the device did nothing"
+            on_device = r.device != "CPU" or any(o.device_us for o in r.top_operators)
+            figures = ("calls", "self ms", "total ms", *(("device ms",) if on_device else ()))
+            ops.add_column("operator", justify="left")
+            for col in figures:
+                ops.add_column(col, justify="right")
             cells = [
-                [str(o.count), _ms(o.self_us), _ms(o.total_us), _ms(o.device_us)] for o in r.top_operators
+                [str(o.count), _ms(o.self_us), _ms(o.total_us), *([_ms(o.device_us)] if on_device else [])]
+                for o in r.top_operators
             ]
             names = [printable(o.name) for o in r.top_operators]
-            room = _name_room(console, names, cells, ("calls", "self ms", "total ms", "device ms"))
+            room = _name_room(console, names, cells, figures)
             for name, row in zip(names, cells, strict=True):
                 ops.add_row(escape(shorten_middle(name, room)), *row)
             print_whole(console, ops)
