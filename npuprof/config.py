@@ -1087,6 +1087,8 @@ def set_option(cfg: ProfileConfig, option: Any, value: Any) -> None:
         cfg.schedule.off = False  # a schedule flag asks for captures, whatever a config file said
     elif key == "activities":
         cfg.activities = parse_activities(str(value))
+        if str(value) != ",".join(cfg.activities):  # `gpu`, `cuda`: its warning names it as typed
+            cfg.given_as[key] = f"{option.flag} {value}"
     elif key == "level":
         cfg.level = parse_level(str(value))
     elif key == "aic_metrics":

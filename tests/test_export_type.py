@@ -531,3 +531,15 @@ def test_has_profiler_db_takes_the_names_msprof_analyze_takes(tmp_path: Path) ->
         "ascend_pytorch_profiler_12.db",
     ]
     assert all(layout.PROFILER_DB_RE.match(layout.profiler_db_name(r)) for r in (None, 0, 12))
+
+
+@pytest.mark.parametrize("typed", ["gpu", "cuda", "npu", "NPU"])
+def test_activities_ignored_on_the_cpu_are_named_as_typed(typed: str) -> None:
+    """`npuprof run --activities gpu` on a CPU-only machine was told "ignored on the torch-cpu backend:
+    --activities npu", a value the user never wrote (README: a value is named as you wrote it)."""
+    from npuprof.agent.backends.torch_backend import TorchBackend
+
+    backend = TorchBackend.__new__(TorchBackend)
+    backend.use_cuda, backend.name = False, "torch-cpu"
+    ignored = backend.ignored_flags(run_flags.build_config(None, {"activities": typed}))
+    assert ignored == [f"--activities {typed} (no accelerator here; the CPU is profiled)"]

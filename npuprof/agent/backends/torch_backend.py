@@ -41,8 +41,8 @@ class TorchBackend:
 
         ignored += [f"--export-stacks {m}" for m in cfg.export_stacks if not metric_fits(m, self.name)]
         if cfg.activities == ["npu"] and not self.use_cuda:
-            from_file = "activities" in cfg.given_as
-            activities = given_text(cfg, BY_KEY["activities"]) if from_file else "--activities npu"
+            typed = "activities" in cfg.given_as  # a config file's key and value, or `--activities gpu`
+            activities = given_text(cfg, BY_KEY["activities"]) if typed else "--activities npu"
             ignored.append(f"{activities} (no accelerator here; the CPU is profiled)")
         return ignored
 
