@@ -424,6 +424,25 @@ def test_a_step_on_module_whose_file_the_job_runs_is_named_as_main(step_on: str,
 @pytest.mark.parametrize(
     ("step_on", "command"),
     [
+        ("pkg.train:step", "python run.py --file pkg/train.py"),
+        ("train:step", "torchrun --nproc-per-node 2 main.py --config train.py"),
+        ("pkg.train:step", "python run.py -m pkg.train"),
+    ],
+)
+def test_a_step_on_module_named_only_by_the_scripts_arguments_is_not_called_main(
+    step_on: str, command: str
+) -> None:
+    """The end of a run that counted nothing said "the job runs pkg/train.py, the file of pkg.train, as its
+    script" of any word of the command, the script's own arguments included (`python run.py --file
+    pkg/train.py` runs run.py, which may import pkg.train), and "-m" of a script's `-m` argument."""
+    started = f"2026-12-07 06:20:00 [INFO] [launcher pid=6] run abc starts: {command}"
+    why = " ".join(why_no_capture(ProfileConfig(step_on=step_on), 0, [started]).split())
+    assert "no process of the job imported" in why and "__main__" not in why, why
+
+
+@pytest.mark.parametrize(
+    ("step_on", "command"),
+    [
         ("ev.py:eval_batch", "python ev.py 12"),
         ("ev.py:eval_batch", "python /job/ev.py"),
         ("src/ev.py:eval_batch", "python src/ev.py"),

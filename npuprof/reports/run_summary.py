@@ -17,6 +17,7 @@ from npuprof.byte_sizes import human_bytes
 from npuprof.config import ProfileConfig, Schedule
 from npuprof.invocation import npuprof_cmd
 from npuprof.job_processes import outliving_the_job
+from npuprof.job_script import job_script
 from npuprof.reports import line_width
 from npuprof.reports.text import printable, shorten_middle
 from npuprof.results import free_space, layout
@@ -1464,10 +1465,14 @@ def _run_as_its_script(cfg: ProfileConfig, lines: list[str]) -> str:
     if not qualname:
         return ""
     main = f"where it is __main__: --step-on __main__:{qualname}"
-    if any(f" -m {module} " in f" {command} " for command in commands):
-        return f"; the job runs {module} as its script (-m), {main}"
     path = module.replace(".", "/") + ".py"
-    for word in (word for command in commands for word in _shell_words(command)):
+    # the script as the launcher reads the command (npuprof/job_script.py), not any word of it: `python
+    # run.py --file pkg/train.py` runs run.py
+    scripts = [job_script(_shell_words(command)) for command in commands]
+    for script in (s for s in scripts if s is not None and s.sure):
+        if script.module == module:
+            return f"; the job runs {module} as its script (-m), {main}"
+        word = script.path or ""
         if word == path or word.endswith(f"/{path}"):
             return f"; the job runs {word}, the file of {module}, as its script, {main}"
         if module.endswith(".py") and (word == module or word.endswith(f"/{module}")):
