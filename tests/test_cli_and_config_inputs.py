@@ -482,6 +482,19 @@ def test_analyse_output_says_the_report_goes_to_stdout(
     assert not (tmp_path / "report.txt").exists()
 
 
+def test_memory_timeline_without_output_names_the_names_it_takes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``npuprof memory-timeline DIR`` (a new user's first try) was told "Missing option '--output' / '-o';
+    see npuprof memory-timeline --help": the format follows -o's suffix, which only the help said."""
+    code, err = _cli(monkeypatch, capsys, "memory-timeline", str(tmp_path))
+    assert code == 2
+    assert err.splitlines() == [
+        "npuprof memory-timeline: error: Missing option '--output' / '-o': give e.g. -o memory.html "
+        "(a plot), or a .json, .json.gz or .raw.json.gz name; see npuprof memory-timeline --help"
+    ]
+
+
 def test_run_dynamic_names_its_collection_flags_that_each_request_sets_again(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -442,6 +442,8 @@ def _run_typer() -> int:
             )
         elif message:  # (no_args_is_help shows the help, then raises with no message)
             give = _GIVE_FOR_MISSING.get(where, "") if message.startswith("Missing argument") else ""
+            if message.startswith("Missing option") and where == "npuprof memory-timeline":
+                give = _GIVE_TIMELINE_OUTPUT
             sys.stderr.write(f"{where}: error: {message}{give}; see {helped}\n")
         return 2
     except (typer.Abort, KeyboardInterrupt):
@@ -492,6 +494,9 @@ def _no_such_option(message: str) -> str | None:
         return words[3].split("=")[0]
     return None
 
+
+# memory-timeline's -o is required: its format follows the name's suffix, which the bare refusal never said
+_GIVE_TIMELINE_OUTPUT = ": give e.g. -o memory.html (a plot), or a .json, .json.gz or .raw.json.gz name"
 
 # what to give where a command's argument is missing (status and trigger once printed their whole help)
 _GIVE_FOR_MISSING = {
