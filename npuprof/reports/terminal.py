@@ -201,13 +201,11 @@ def _partial_line(r: RankReport) -> str | None:
     )
 
 
-def _steps_table(r: RankReport, restarted: bool = True) -> Table:
+def _steps_table(r: RankReport, restarted: bool = True) -> tuple[Table, str, str | None]:
+    """The step table, with its title and caption to print as lines of their own (print_titled)."""
     title = _title(r, restarted)
     shown, caption = _shown(r.steps, [s.duration_us for s in r.steps], "duration_us")
-    # escaped: a path or name holding "[/x]" is rich markup (a MarkupError ended the report)
-    steps = Table(
-        title=escape(printable(title)), title_justify="left", caption=caption, caption_justify="left"
-    )
+    steps = Table()
     # the data column where the trace holds DataLoader fetches: a table without one keeps its width
     keep = [k for k, col in enumerate(STEP_COLUMNS) if col != "data" or _knows_data(r.steps)]
     for k in keep:
@@ -219,7 +217,20 @@ def _steps_table(r: RankReport, restarted: bool = True) -> Table:
     if caption:
         steps.add_section()
         steps.add_row(*(_all_steps_row(r.steps)[k] for k in keep))
-    return steps
+    return steps, title, caption
+
+
+def print_titled(
+    console: Console, table: Table, title: str, caption: str | None, plain: bool = False
+) -> None:
+    """``table`` with its title above it and its caption below, each a line of its own: rich wraps a
+    table's title and caption to the table's width, which split a rank dir's path in the middle of a name
+    (a report saved to a file too) and a caption over four lines of a narrow table."""
+    # escaped: a path or name holding "[/x]" is rich markup (a MarkupError ended the report)
+    console.print(escape(printable(title)), style="table.title", overflow="fold", highlight=False)
+    print_whole(console, table, plain)
+    if caption:
+        console.print(escape(caption), style="table.caption", highlight=False)
 
 
 def _knows_data(steps: list[ReportStep]) -> bool:
@@ -239,9 +250,9 @@ def render_table(report: Report, console: Console) -> None:
     restarted = _restarted(report)
     step_tables = [_steps_table(r, restarted) for r in sections]
     # one look for every rank's step table: one too wide for its rules loses them, and so do the others
-    plain = any(_needed(console, t) > console.width for t in step_tables)
-    for r, steps in zip(sections, step_tables, strict=True):
-        print_whole(console, steps, plain)
+    plain = any(_needed(console, t) > console.width for t, _title, _caption in step_tables)
+    for r, (steps, title, caption) in zip(sections, step_tables, strict=True):
+        print_titled(console, steps, title, caption, plain)
         if len(r.steps) == 1 and r.steps[0].step is None:  # a --delay window of a job without steps
             if r.cut_short is not msgspec.UNSET and r.cut_short.steps_left_out:  # its steps all cut short
                 console.print(
@@ -462,9 +473,7 @@ def _render_cross_rank(report: Report, console: Console) -> None:
                 f"across ranks: the captures of attempt {cross.restart_count} (torchrun restarted the job; "
                 "an earlier attempt's are not compared)"
             )
-        table = Table(
-            title="step time across ranks (ms)", title_justify="left", caption=caption, caption_justify="left"
-        )
+        table = Table()
         table.add_column("step", justify="right")
         for k in ranks:
             table.add_column(f"rank {k}", justify="right")
@@ -473,7 +482,7 @@ def _render_cross_rank(report: Report, console: Console) -> None:
             width = _ms(s.max_us - s.min_us) if len(s.ranks) > 1 else "-"
             label = "-" if s.step is None else str(s.step)  # a trace without steps: its whole capture
             table.add_row(label, *[_ms(s.ranks.get(k)) for k in ranks], width)
-        print_whole(console, table)
+        print_titled(console, table, "step time across ranks (ms)", caption)
         slow = cross.slowest
         if slow:
             figure = f"mean step {_ms(slow.mean_step_us)} ms"
