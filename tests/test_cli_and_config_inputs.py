@@ -482,6 +482,26 @@ def test_analyse_output_says_the_report_goes_to_stdout(
     assert not (tmp_path / "report.txt").exists()
 
 
+@pytest.mark.parametrize("command", ["analyse", "export-stacks", "memory-timeline"])
+def test_a_report_command_without_its_input_names_what_to_give(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """A new user's bare `npuprof analyse` was told "Missing argument 'path'; see npuprof analyse --help"
+    (export-stacks and memory-timeline: 'source'), nothing of where npuprof run wrote."""
+    code, err = _cli(
+        monkeypatch, capsys, command, *(["-o", "m.json"] if command == "memory-timeline" else [])
+    )
+    assert code == 2
+    (line,) = err.splitlines()
+    given = {
+        "analyse": "'path': give npuprof run's output directory (-o; ./npuprof_result without it)",
+        "export-stacks": "'source': give a capture's directory (a *_ascend_pt",
+        "memory-timeline": "'source': give a capture's directory (a *_ascend_pt",
+    }[command]
+    assert line.startswith(f"npuprof {command}: error: Missing argument {given}"), line
+    assert line.endswith(f"; see npuprof {command} --help"), line
+
+
 def test_memory_timeline_without_output_names_the_names_it_takes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

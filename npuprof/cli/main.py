@@ -498,10 +498,19 @@ def _no_such_option(message: str) -> str | None:
 # memory-timeline's -o is required: its format follows the name's suffix, which the bare refusal never said
 _GIVE_TIMELINE_OUTPUT = ": give e.g. -o memory.html (a plot), or a .json, .json.gz or .raw.json.gz name"
 
+_ONE_CAPTURE = (
+    ": give a capture's directory (a *_ascend_pt that npuprof run's summary lists; or npuprof run's output "
+    "directory, with --rank N where it holds several ranks) or a trace file"
+)
+
 # what to give where a command's argument is missing (status and trigger once printed their whole help)
 _GIVE_FOR_MISSING = {
     "npuprof status": ": give the directory of npuprof run --dynamic DIR",
     "npuprof trigger": ": give the directory of npuprof run --dynamic DIR",
+    # (a new user's first `npuprof analyse`, the run's output not named)
+    "npuprof analyse": ": give npuprof run's output directory (-o; ./npuprof_result without it)",
+    "npuprof export-stacks": _ONE_CAPTURE,
+    "npuprof memory-timeline": _ONE_CAPTURE,
 }
 
 
