@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 from _forked_cli import npuprof
-from conftest import clean_env
+from conftest import clean_env, forked_job, trainer_in_process
+from conftest import npuprof as npuprof_run
 
 from npuprof.analysis import scan as scan_mod
 from npuprof.analysis.trace_loader import TraceError, load_trace
@@ -746,3 +747,104 @@ def test_memory_timeline_of_a_death_in_the_export_says_why_there_are_no_categori
         "for (--memory-timeline) is taken after the trace: there is none of this capture." in said
     ), said
     assert "For categories: npuprof run" not in said, said
+
+
+# A job that dies inside torch's trace export, for real: its file size limit (ulimit -f) with SIGXFSZ's
+# default action (Python ignores it) kills the process as torch writes the trace past it; nothing else the
+# process writes comes near it. And one killed inside its capture window, before the export.
+FILE_LIMIT = 64 << 10
+DIES_IN_THE_EXPORT = (
+    "import resource, signal\n"
+    "signal.signal(signal.SIGXFSZ, signal.SIG_DFL)\n"
+    f"resource.setrlimit(resource.RLIMIT_FSIZE, ({FILE_LIMIT}, {FILE_LIMIT}))\n"
+)
+DIES_RECORDING = (
+    "import os, signal, torch\n"
+    "model = torch.nn.Linear(16, 4)\n"
+    "opt = torch.optim.SGD(model.parameters(), lr=0.01)\n"
+    "for step in range(12):\n"
+    "    if step == 8:\n"
+    "        os.kill(os.getpid(), signal.SIGKILL)\n"
+    "    opt.zero_grad()\n"
+    "    model(torch.randn(8, 16)).sum().backward()\n"
+    "    opt.step()\n"
+)
+SKIP, WARMUP, ACTIVE = 5, 1, 4
+
+
+@pytest.fixture(scope="module")
+def deaths_run(tmp_path_factory) -> dict:
+    """One `npuprof run` of a job whose two training processes (forked_job's scenarios) die: one as torch
+    writes its trace (steps 6-9 recorded), one in step 8 of its window 6-9."""
+    root = tmp_path_factory.mktemp("deaths")
+    scenarios = {
+        "in-export": DIES_IN_THE_EXPORT + trainer_in_process("--steps", "12"),
+        "recording": DIES_RECORDING,
+    }
+    command, pids = forked_job(root, scenarios)
+    out = root / "out"
+    flags = ["--skip-first", str(SKIP), "--warmup", str(WARMUP), "--active", str(ACTIVE)]
+    result = npuprof_run("run", "-o", str(out), *flags, "--", *command, timeout=180)
+    by = {name: next(out.glob(f"*_{pid}_*_ascend_pt")) for name, pid in json.loads(pids.read_text()).items()}
+    return {"result": result, "out": out, "dirs": by}
+
+
+def test_the_summary_names_the_steps_of_a_capture_whose_job_died_while_torch_wrote_its_trace(
+    deaths_run: dict,
+) -> None:
+    """The run's summary said `6-?` of a capture whose job died in torch's export, and npuprof_run.json listed
+    its first step alone, though the capture had recorded all its steps by then (only the export was cut):
+    the record is rewritten with them as the export begins. One that died inside its window still says
+    `6-?` (its record names its first step only)."""
+    result, out, dirs = deaths_run["result"], deaths_run["out"], deaths_run["dirs"]
+    recorded = list(range(SKIP + WARMUP, SKIP + WARMUP + ACTIVE))  # the window asked: 6-9
+    (kept,) = dirs["in-export"].glob("*.cut.pt.trace.json")
+    assert kept.stat().st_size == FILE_LIMIT, result.stderr  # it died in the write, at the limit
+    rows = {
+        name: [line.split() for line in result.stderr.splitlines() if d.name in line]
+        for name, d in dirs.items()
+    }
+    assert rows["in-export"][0][:3] == ["-", f"{recorded[0]}-{recorded[-1]}", "incomplete*"], result.stderr
+    assert rows["recording"][0][:3] == ["-", f"{recorded[0]}-?", "incomplete*"], result.stderr
+    said = " ".join(result.stderr.split())
+    assert (
+        f"{dirs['in-export'].name}: the job died while its trace was written: the part written kept as "
+        f"{kept.name} (64.0 KiB); `npuprof analyse` reads it up to its last complete event and names the "
+        "steps whole in it" in said
+    ), said
+    assert "names its first step only" not in said, said
+    (record,) = [p for p in out.glob("npuprof_run*.json")]
+    steps = {Path(c["rank_dir"]).name: c["steps"] for c in json.loads(record.read_text())["captures"]}
+    assert steps == {dirs["in-export"].name: recorded, dirs["recording"].name: [recorded[0]]}, steps
+
+
+def test_status_names_the_steps_of_a_capture_whose_process_died_while_torch_wrote_its_trace(
+    deaths_run: dict, tmp_path: Path
+) -> None:
+    """`npuprof status` said "capture from step 6 cut short" of a --dynamic capture whose process died in
+    torch's export: its record names the steps recorded now, and status says them; one whose process died
+    in its window is still "from step 6" (the records of deaths_run's job, its dynamic log written here as
+    the watcher writes it)."""
+    from npuprof.cli.status import _processes, render
+
+    dirs = deaths_run["dirs"]
+    logs = tmp_path / "cfg" / "log"
+    logs.mkdir(parents=True)
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(time.time() - 5)) + ",000"
+    first = SKIP + WARMUP
+    for rank, rank_dir in enumerate(dirs.values()):
+        pid = json.loads((rank_dir / "npuprof_capture.json").read_text())["pid"]
+        (logs / f"dp_{os.uname().nodename}_{pid}_rank_{rank}.log").write_text(
+            f"{stamp} [INFO] [{pid}] npuprof.dynamic: [step 0] watching it every 2 s\n"
+            f"{stamp} [INFO] [{pid}] npuprof.dynamic: [step {first}] capture started at step {first} into "
+            f"{rank_dir}\n"
+        )
+    table = render({"config": {"file": "f", "start_step": 0}, "processes": _processes(logs)})
+    said = " ".join(table.split())
+    (kept,) = dirs["in-export"].glob("*.cut.pt.trace.json")
+    last = first + ACTIVE - 1
+    assert (
+        f"capture of steps {first}-{last} cut short (the job died while its trace was written: the part "
+        f"written kept as {kept.name}," in said
+    ), said
+    assert f"capture from step {first} never finished (the process died): {dirs['recording']}" in said, said

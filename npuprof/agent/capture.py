@@ -156,6 +156,8 @@ class CaptureWriter:
         end_info = {"collectionTimeEnd": time.time_ns(), "MonotonicTimeEnd": time.monotonic_ns()}
         if self.backend.writes_own_layout:
             self._start_postprocessor()  # torch_npu made the dir; the capture record still goes in it
+        else:
+            self._say_export_began(steps, last_partial)
         try:
             rank_dir, trace = self.backend.export_raw(prof, self.rank_dir, self.worker)
         except Exception as exc:
@@ -223,6 +225,25 @@ class CaptureWriter:
             + (f"; {exports.step_note}" if exports and exports.step_note else "")
         )
         self.rank_dir = None
+
+    def _say_export_began(self, steps: list[int], last_partial: bool) -> None:
+        """The record, still "capturing", rewritten with every step recorded and ``export_began`` before
+        torch writes the trace (seconds for a big one): a job killed in that export leaves a record that
+        names its steps, not its first alone (docs/formats.md, the capture record). A write that fails is
+        left at that (the record then names the first step only): never in place over the record, whose
+        "capturing" keeps the part of a trace a death leaves (results/cut_capture.py), and a disk too full
+        for this small file has no room for the trace either."""
+        if self.rank_dir is None:
+            return
+        record = self._record(
+            layout.STATUS_CAPTURING,
+            steps=steps,
+            last_step_partial=last_partial and bool(steps),
+            first_step_partial=True if self.first_step_partial and steps else None,
+            export_began=True,
+        )
+        with contextlib.suppress(OSError):
+            write_json(self.rank_dir / layout.CAPTURE_RECORD, record, fsync=False)
 
     def _export_chrome_trace(
         self, rank_dir: Path, trace: Path | None, rank: int | None, first: int

@@ -282,8 +282,11 @@ def _process(key: tuple[str, int, int], paths: dict[str, list[Path]]) -> dict[st
     if info["state"].startswith("gone") and info["capturing"] is not None:
         from npuprof.results.cut_capture import kept_part_said
 
+        directory = Path(info["capturing"]["directory"])
+        if (recorded := _recorded_before_the_export(directory, pid)) is not None:
+            info["capturing"]["steps"] = recorded
         # killed while torch wrote the trace: the part written kept, and the steps whole in it once parsed
-        if kept := kept_part_said(Path(info["capturing"]["directory"])):
+        if kept := kept_part_said(directory):
             info["capturing"]["cut_short"] = kept
     planned, last = info["planned"], info["last_step"]
     if planned and info["state"] != "running" and last is not None and _first(planned) > last:
@@ -341,6 +344,30 @@ def _last_written(paths: dict[str, list[Path]]) -> float | None:
         with contextlib.suppress(OSError):
             times.append(os.lstat(path).st_mtime)
     return max(times, default=None)
+
+
+def _recorded_before_the_export(rank_dir: Path, pid: int) -> str | None:
+    """The steps (``"6-9"``) a capture of process ``pid`` had recorded when torch's export of its trace began,
+    from its record rewritten then (docs/formats.md, ``export_began``); None where the record does not say
+    (the process died while recording, or an older npuprof's)."""
+    from npuprof.results import layout
+    from npuprof.results.run_record import export_began
+
+    record = layout.read_capture_record(rank_dir)
+    if not record or record.get("pid") != pid or not export_began(record):
+        return None
+    steps = record.get("steps")
+    if not (isinstance(steps, list) and steps and all(type(n) is int for n in (steps[0], steps[-1]))):
+        return None
+    return f"{steps[0]}-{steps[-1]}"
+
+
+def _which_steps(capturing: dict[str, Any]) -> str:
+    """The steps of a capture its process died in: those recorded where its record names them (it died in
+    torch's export), else from its first."""
+    if capturing.get("steps"):
+        return f"of {span_said(capturing['steps'])}"
+    return f"from step {capturing['from_step']}"
 
 
 def _begun_unlogged(pid: int, planned: str | None, asked: tuple[str, float]) -> dict[str, Any] | None:
@@ -475,11 +502,10 @@ def render(report: dict[str, Any]) -> str:
         last = p["captures"][-1] if p["captures"] else None
         planned = p["planned"]
         if now is not None and p["state"].startswith("gone") and now.get("cut_short"):
-            doing = f"capture from step {now['from_step']} cut short ({now['cut_short']}): {now['directory']}"
+            doing = f"capture {_which_steps(now)} cut short ({now['cut_short']}): {now['directory']}"
         elif now is not None and p["state"].startswith("gone"):
-            doing = (
-                f"capture from step {now['from_step']} never finished (the process died): {now['directory']}"
-            )
+            died = " while torch wrote its trace" if now.get("steps") else ""
+            doing = f"capture {_which_steps(now)} never finished (the process died{died}): {now['directory']}"
         elif now is not None:
             doing = f"capturing from step {now['from_step']} into {now['directory']}"
         elif planned and (last is None or _first(planned) > _first(last["steps"])):

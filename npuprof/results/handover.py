@@ -64,6 +64,10 @@ class CaptureRecord(msgspec.Struct, kw_only=True):
     # the node the recording process ran on (os.uname().nodename): a dir named by --worker-name does not
     # say it, and a pid is checked only there; absent in records of older npuprof
     host: str | msgspec.UnsetType = msgspec.UNSET
+    # true in a "capturing" record rewritten as torch's trace export began (its recording over): ``steps``
+    # then lists every step recorded, not the first alone; a job killed inside that export leaves it so.
+    # Absent otherwise (a record "capturing" without it: the process died while recording)
+    export_began: bool | msgspec.UnsetType = msgspec.UNSET
     version: int = RECORD_VERSION
 
 

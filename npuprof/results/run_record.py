@@ -97,7 +97,8 @@ class CaptureSummary:
     size_bytes: int
     detail: str
     parsed: bool
-    # its record still says "capturing" (the process died inside it): ``steps`` holds only its first step
+    # its record still says "capturing" from before its recording ended (the process died inside it):
+    # ``steps`` holds only its first step; one rewritten as torch's export began lists them all
     open_ended: bool = False
     # nothing but its record (a capture skipped for want of disk space): nothing there to analyse
     record_only: bool = False
@@ -148,7 +149,7 @@ def _parsed(rank_dir: Path, record: dict[str, Any]) -> bool:
     return (parsed / layout.ANALYSE_DONE).exists()
 
 
-def _remove_half_written(rank_dir: Path, status: str) -> str:
+def _remove_half_written(rank_dir: Path, status: str, record: dict[str, Any] | None = None) -> str:
     """Delete what a process of the run was writing into the capture when it died (kill -9 inside torch's
     export_chrome_trace, or of the post-processor while it gzipped: a hidden file of up to gigabytes that
     nothing would read), and say so. The run's processes ran on this host: a pid that is gone is theirs."""
@@ -160,12 +161,16 @@ def _remove_half_written(rank_dir: Path, status: str) -> str:
 
     kept = ""
     if cut := keep_trace_cut_by_death(rank_dir, idle_s=0.0):
-        # its steps: the record, never finalised, names its first only; which are whole in the part written
-        # is known once it is read (docs/formats.md, "Traces cut short"), not at the job's end
+        # which steps are whole in the part written is known once it is read (docs/formats.md, "Traces cut
+        # short"), not at the job's end; the steps recorded are the record's, rewritten as the export began
         kept = (
             f"{DIED_WHILE_WRITTEN}: the part written kept as {cut[0]} ({human_bytes(cut[1])}); `npuprof "
-            "analyse` reads it up to its last complete event and names the steps whole in it (its record, "
-            "never finalised, names its first step only)"
+            "analyse` reads it up to its last complete event and names the steps whole in it"
+            + (
+                ""
+                if record and export_began(record)
+                else " (its record, never finalised, names its first step only)"
+            )
         )
     removed = remove_dead_writers_temps(rank_dir, idle_s=0.0)
     parsed = rank_dir / layout.PARSED_DIR
@@ -179,6 +184,12 @@ def _remove_half_written(rank_dir: Path, status: str) -> str:
     else:
         said = f"a process died while writing into it; the half-written file(s) removed: {human_bytes(size)}"
     return f"{kept}; {said}" if kept else said
+
+
+def export_began(record: dict[str, Any]) -> bool:
+    """Whether a record still "capturing" was rewritten as torch's trace export began: its ``steps`` are
+    all those recorded (docs/formats.md, the capture record's ``export_began``)."""
+    return record.get("status") == layout.STATUS_CAPTURING and record.get("export_began") is True
 
 
 def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:
@@ -218,7 +229,7 @@ def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:
         if record.get("backend") == "torch_npu" and layout.torch_npu_parsed_without_device_tables(rank_dir):
             note = layout.torch_npu_no_device_tables_note(rank_dir)
             detail = f"{detail}; {note}" if detail else note
-        if half_written := _remove_half_written(rank_dir, status.status):
+        if half_written := _remove_half_written(rank_dir, status.status, record):
             if half_written.startswith(DIED_WHILE_WRITTEN):  # why it was not finalised: said once, not twice
                 detail = "; ".join(part for part in detail.split("; ") if part != layout.NOT_FINALISED)
             detail = f"{detail}; {half_written}" if detail else half_written
@@ -233,7 +244,7 @@ def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:
                 size_bytes=size,
                 detail=detail,
                 parsed=_parsed(rank_dir, record),
-                open_ended=record.get("status") == layout.STATUS_CAPTURING,
+                open_ended=record.get("status") == layout.STATUS_CAPTURING and not export_began(record),
                 record_only=record_only,
                 parse_asked=record.get("parse") if isinstance(record.get("parse"), bool) else None,
                 restart_count=restart_count_of(record),
