@@ -775,7 +775,8 @@ SKIP, WARMUP, ACTIVE = 5, 1, 4
 @pytest.fixture(scope="module")
 def deaths_run(tmp_path_factory) -> dict:
     """One `npuprof run` of a job whose two training processes (forked_job's scenarios) die: one as torch
-    writes its trace (steps 6-9 recorded), one in step 8 of its window 6-9."""
+    writes its trace (steps 6-9 recorded), one in step 8 of its window 6-9; with --export-stacks,
+    --memory-timeline and --export-chrome-trace, which are made after the trace."""
     root = tmp_path_factory.mktemp("deaths")
     scenarios = {
         "in-export": DIES_IN_THE_EXPORT + trainer_in_process("--steps", "12"),
@@ -784,6 +785,10 @@ def deaths_run(tmp_path_factory) -> dict:
     command, pids = forked_job(root, scenarios)
     out = root / "out"
     flags = ["--skip-first", str(SKIP), "--warmup", str(WARMUP), "--active", str(ACTIVE)]
+    (root / "chrome").mkdir()
+    exports = ["--export-stacks", "self_cpu_time_total", "--memory-timeline", "json"]
+    exports += ["--export-chrome-trace", str(root / "chrome" / "trace.json")]
+    flags += ["--with-stack", "--profile-memory", "--record-shapes", *exports]  # what the exports need
     result = npuprof_run("run", "-o", str(out), *flags, "--", *command, timeout=180)
     by = {name: next(out.glob(f"*_{pid}_*_ascend_pt")) for name, pid in json.loads(pids.read_text()).items()}
     return {"result": result, "out": out, "dirs": by}
@@ -816,6 +821,31 @@ def test_the_summary_names_the_steps_of_a_capture_whose_job_died_while_torch_wro
     (record,) = [p for p in out.glob("npuprof_run*.json")]
     steps = {Path(c["rank_dir"]).name: c["steps"] for c in json.loads(record.read_text())["captures"]}
     assert steps == {dirs["in-export"].name: recorded, dirs["recording"].name: [recorded[0]]}, steps
+
+
+def test_the_summary_says_the_exports_of_a_capture_whose_job_died_while_torch_wrote_its_trace_were_not_made(
+    deaths_run: dict,
+) -> None:
+    """The run's summary said nothing of the --export-stacks, --memory-timeline and --export-chrome-trace
+    files of a capture whose job died in torch's export, which come after the trace and were never made: its
+    one line says so (no warning of its own per file), and npuprof_run.json's detail too. The capture that
+    died in its window says nothing of them (its line is that it was never finalised)."""
+    result, out, dirs = deaths_run["result"], deaths_run["out"], deaths_run["dirs"]
+    assert not list(dirs["in-export"].glob("stacks_*")) and not list(dirs["in-export"].glob("memory_*"))
+    assert not list((out.parent / "chrome").iterdir())
+    unmade = (
+        "its --export-stacks, --memory-timeline and --export-chrome-trace files were never made (they come "
+        "after the trace)"
+    )
+    lines = " ".join(result.stderr.split()).split(" * ")  # the notes under the table, then "next: ..."
+    (line,) = [text.split(" next: ")[0] for text in lines if text.startswith(dirs["in-export"].name)]
+    assert line.endswith(f"names the steps whole in it; {unmade}"), result.stderr
+    said = " ".join(result.stderr.split())
+    assert said.count("never made") == 1 and "were not made" not in said, said
+    (record,) = list(out.glob("npuprof_run*.json"))
+    details = {Path(c["rank_dir"]).name: c["detail"] for c in json.loads(record.read_text())["captures"]}
+    assert details[dirs["in-export"].name].endswith(unmade), details
+    assert "never made" not in details[dirs["recording"].name], details
 
 
 def test_status_names_the_steps_of_a_capture_whose_process_died_while_torch_wrote_its_trace(

@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from npuprof.agent.backends.base import Backend
 from npuprof.agent.capture_annotations import CaptureAnnotations
 from npuprof.agent.log import AgentLog, raised_by_a_signal_handler
@@ -241,9 +243,22 @@ class CaptureWriter:
             last_step_partial=last_partial and bool(steps),
             first_step_partial=True if self.first_step_partial and steps else None,
             export_began=True,
+            exports_asked=self._made_after_the_trace() or msgspec.UNSET,
         )
         with contextlib.suppress(OSError):
             write_json(self.rank_dir / layout.CAPTURE_RECORD, record, fsync=False)
+
+    def _made_after_the_trace(self) -> list[str]:
+        """The files this capture makes once its trace is written (_extras, _export_chrome_trace), as the
+        flags that asked for them: a job killed in the export never made them, which its summary says."""
+        due = []
+        if any(metric_fits(m, self.backend.name) for m in self.cfg.export_stacks):
+            due.append("--export-stacks")
+        if self.cfg.memory_timeline:
+            due.append("--memory-timeline")
+        if self.cfg.export_chrome_trace:
+            due.append("--export-chrome-trace")
+        return due
 
     def _export_chrome_trace(
         self, rank_dir: Path, trace: Path | None, rank: int | None, first: int

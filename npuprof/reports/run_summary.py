@@ -142,7 +142,10 @@ def print_run_summary(
     from npuprof.reports.footnotes import grouped
 
     details = (
-        (c, _why_not_finalised(c, agents) if c.detail == layout.NOT_FINALISED else c.detail) for c in listed
+        (c, "; ".join(filter(None, (_why_not_finalised(c, agents), c.unmade))))
+        if c.detail == layout.NOT_FINALISED
+        else (c, "; ".join(filter(None, (c.detail, c.unmade))))
+        for c in listed
     )
     for alike, detail in grouped(details):
         named = _shown_dir(alike[0].rank_dir, output)

@@ -68,6 +68,9 @@ class CaptureRecord(msgspec.Struct, kw_only=True):
     # then lists every step recorded, not the first alone; a job killed inside that export leaves it so.
     # Absent otherwise (a record "capturing" without it: the process died while recording)
     export_began: bool | msgspec.UnsetType = msgspec.UNSET
+    # said with export_began: the files that capture makes only once its trace is written, as the flags that
+    # asked for them ("--export-stacks", "--memory-timeline", "--export-chrome-trace"); absent: none
+    exports_asked: list[str] | msgspec.UnsetType = msgspec.UNSET
     version: int = RECORD_VERSION
 
 

@@ -107,6 +107,8 @@ class CaptureSummary:
     restart_count: int | None = None
     # the record's backend: "torch_npu" parses in the job's process (its own parser), not in a post-processor
     backend: str | None = None
+    # the files asked of it that come after its trace, never made: its process died in (or failed) the export
+    unmade: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         found = {
@@ -116,7 +118,7 @@ class CaptureSummary:
             "pid": self.pid,
             "steps": self.steps,
             "size_bytes": self.size_bytes,
-            "detail": self.detail,
+            "detail": "; ".join(filter(None, (self.detail, self.unmade))),
             "parsed": self.parsed,
         }
         if self.restart_count is not None:
@@ -192,6 +194,18 @@ def export_began(record: dict[str, Any]) -> bool:
     return record.get("status") == layout.STATUS_CAPTURING and record.get("export_began") is True
 
 
+def never_made(record: dict[str, Any]) -> str:
+    """Of a record left "capturing" as torch's export began: the files asked of the capture that come after
+    its trace (its ``exports_asked``), never made; "" for any other record."""
+    asked = record.get("exports_asked") if export_began(record) else None
+    flags = [flag for flag in asked if isinstance(flag, str)] if isinstance(asked, list) else []
+    if not flags:
+        return ""
+    named = flags[0] if len(flags) == 1 else f"{', '.join(flags[:-1])} and {flags[-1]}"
+    files = "file was" if flags == ["--export-chrome-trace"] else "files were"
+    return f"its {named} {files} never made (they come after the trace)"
+
+
 def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:
     """The captures of run ``run_id``: in ``output``, and in the directories besides it that the run
     captured into (--dynamic's prof_dir, noted in ``output``)."""
@@ -249,6 +263,7 @@ def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:
                 parse_asked=record.get("parse") if isinstance(record.get("parse"), bool) else None,
                 restart_count=restart_count_of(record),
                 backend=record.get("backend") if isinstance(record.get("backend"), str) else None,
+                unmade=never_made(record) if status.status != layout.STATUS_COMPLETE else "",
             )
         )
     # a rank's captures of a job torchrun restarted: the first attempt's before the next's (a dir's name
