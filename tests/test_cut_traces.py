@@ -878,3 +878,39 @@ def test_status_names_the_steps_of_a_capture_whose_process_died_while_torch_wrot
         f"written kept as {kept.name}," in said
     ), said
     assert f"capture from step {first} never finished (the process died): {dirs['recording']}" in said, said
+
+
+def test_a_gzipped_trace_cut_after_its_parse_is_parsed_again(torchrun_capture: Path, tmp_path: Path) -> None:
+    """The post-processor gzips a trace after its parse, so analyse.done names the plain trace and its size:
+    a .gz cut since (a copy of the result tree cut short) was reported from the tables of the whole trace,
+    "cached", with no word. Its gzip trailer says the size it holds: one that is not the plain trace's is
+    parsed again, said once; the whole .gz stays cached."""
+    src = next(d for d in sorted(torchrun_capture.glob("*_ascend_pt")) if list(d.glob("*.pt.trace.json")))
+    rank_dir = tmp_path / "out" / src.name
+    shutil.copytree(src, rank_dir)
+    (plain,) = rank_dir.glob("*.pt.trace.json")
+    first = npuprof("analyse", str(rank_dir), "--format", "json", env=clean_env())
+    assert first.returncode == 0, first.stderr
+    data = plain.read_bytes()
+    packed = plain.with_name(plain.name + ".gz")
+    with open(packed, "wb") as raw, gzip.GzipFile(filename=plain.name, mode="wb", fileobj=raw, mtime=0) as gz:
+        gz.write(data)  # as the post-processor gzips it: one member, the plain trace removed after
+    plain.unlink()
+    whole = npuprof("analyse", str(rank_dir), "--format", "json", env=clean_env())
+    assert json.loads(whole.stdout)["ranks"][0]["status"] == "cached", whole.stderr
+    cut = packed.read_bytes()[: packed.stat().st_size // 2]
+    packed.write_bytes(cut)
+    text = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(cut)  # what the cut .gz holds
+    again = npuprof("analyse", str(rank_dir), "--format", "json", env=clean_env())
+    assert again.returncode == 0, again.stderr
+    (rank,) = json.loads(again.stdout)["ranks"]
+    assert rank["status"] == "parsed", rank["status"]
+    assert rank["cut_short"]["events_read"] == len(complete_events(text)), rank["cut_short"]
+    said = " ".join(again.stderr.split())
+    assert (
+        f"its trace {packed.name} is not the whole gzip of the {len(data):,} bytes of {plain.name} its "
+        "tables were made from (cut or written since): parsed again" in said
+    ), said
+    third = npuprof("analyse", str(rank_dir), "--format", "json", env=clean_env())
+    assert json.loads(third.stdout)["ranks"][0]["status"] == "cached"
+    assert "parsed again" not in third.stderr
