@@ -5,12 +5,14 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
 from analyse_support.handmade import cuda_trace
 
 from npuprof.analysis import scan as scan_mod
+from npuprof.analysis import trace_cut, trace_loader
 from npuprof.analysis.synthetic import write_synthetic_trace
 from npuprof.analysis.trace_loader import TraceError, TraceReader, load_trace
 
@@ -443,7 +445,7 @@ def _with_a_long_string(synth: Path, path: Path, value: str, share: float = 1 / 
     """``synth`` with one more event, a record_function whose arg holds ``value`` (over 64 KiB of
     ``{...}, {...}``), put after ``share`` of the events' bytes (a third: where a split of the events in
     three makes its first cut, far from the file's end, which a reader looks back at); (the string's first
-    and last byte)."""
+    and last byte, as written)."""
     text = synth.read_text()
     events = text.index("[", text.index('"traceEvents"')) + 1
     closing = text.rindex("]")
@@ -452,8 +454,9 @@ def _with_a_long_string(synth: Path, path: Path, value: str, share: float = 1 / 
     event = {"ph": "X", "cat": "user_annotation", "name": "meta", "ts": after["ts"], "dur": 1.0}
     added = json.dumps({**event, "pid": after["pid"], "tid": after["tid"], "args": {"meta": value}})
     path.write_text(text[:at] + added + ",\n  " + text[at:])
-    first = at + added.index(value[:16])
-    return first, first + len(value.encode()) - 1
+    written = json.dumps(value)[1:-1]  # as JSON writes it (quotes escaped)
+    first = at + added.index(written[:16])
+    return first, first + len(written.encode()) - 1
 
 
 def test_a_string_of_objects_where_a_split_lands_is_read_as_one_reader_reads_it(
@@ -509,6 +512,88 @@ def test_a_trace_split_inside_a_string_is_analysed_as_by_one_process(
     assert "trace_view.json" in names and names == sorted(p.name for p in three.iterdir())
     for name in names:
         assert (one / name).read_bytes() == (three / name).read_bytes(), name
+
+
+# strings of "{...}, {...}" (JSON in a record_function's arg, a tool's metadata): as they are, and with the
+# quotes escaped, as JSON text in a string is written
+_OBJECTS = {
+    "empty": ", ".join(["{}"] * 250_000),
+    "quoted": ", ".join(json.dumps({"a": i}) for i in range(100_000)),
+}
+
+
+class _Work:
+    """What a read costs, counted apart from what it reads: the bytes given to msgspec's decoders and to the
+    repairs of ``analysis/trace_repairs.py`` (each a pass over them), and the Python calls made (a step for
+    each "},{" looked at shows as one). ``decoder``: the reader's, counted."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.bytes = self.calls = 0
+        for module in (trace_loader, trace_cut):
+            for name in ("repaired_strings", "repaired_values", "repaired_names"):
+                monkeypatch.setattr(module, name, self._counted(getattr(module, name)))
+            monkeypatch.setattr(module, "_RAW_EVENTS", self._Decoder(module._RAW_EVENTS, self))
+        self.decoder = self._Decoder(trace_loader._DECODER, self)
+
+    def _counted(self, repair):
+        def counted(text):
+            self.bytes += len(text)
+            return repair(text)
+
+        return counted
+
+    class _Decoder:
+        def __init__(self, decoder, work: _Work) -> None:
+            self.decoder, self.work = decoder, work
+
+        def decode(self, text):
+            self.work.bytes += len(text)
+            return self.decoder.decode(text)
+
+    def _call(self, frame, event, arg) -> None:
+        self.calls += 1
+
+    def __enter__(self) -> _Work:
+        sys.setprofile(self._call)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        sys.setprofile(None)
+
+
+@pytest.mark.parametrize("kind", sorted(_OBJECTS))
+def test_the_search_for_an_events_start_near_the_end_of_such_a_string_reads_a_few_passes(
+    synth: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """The search for an event boundary (where -j N splits the trace) judged each "{" of the string's last
+    64 KiB on the 64 KiB after it, the repairs made on all of it: started 60,000 bytes before the string's
+    end, it took 9 to 20 s (0.7 to 3 GB given to the decoders and the repairs); from inside a string of
+    escaped quotes, where each "{" is refused at once, each cost the repairs of 64 KiB: a -j 3 read of
+    this trace took minutes. It finds the first event after the string, from a few MB of work, and -j N
+    reads the trace as -j 1 does."""
+    path = tmp_path / "objects.pt.trace.json"
+    _first, last = _with_a_long_string(synth, path, _OBJECTS[kind])
+    data = path.read_bytes()
+    after = data.index(b"{", last)  # the event after the string's: '"}}, {' (Python's json wrote it)
+    assert json.JSONDecoder().raw_decode(data[after:].decode())[0]["ph"]
+    _start, end = TraceReader(path).region()
+    work = _Work(monkeypatch)
+    with work:
+        assert TraceReader(path).boundary_after(last - 60_000, end) == after
+    assert work.bytes < 16 << 20 and work.calls < 400_000, (work.bytes, work.calls)
+    work.bytes = 0
+    with work:  # from inside the string: its "{"s up to 64 KiB from its end pass for events' (the case)
+        guessed = TraceReader(path).boundary_after(last - (1 << 20), end)
+    assert guessed == after or last - (1 << 20) <= guessed < last - 60_000, guessed
+    assert work.bytes < 64 << 20, work.bytes
+    # -j N splits it there: the events are Python's json's, as -j 1 reads them
+    want = json.loads(data)["traceEvents"]
+    monkeypatch.setattr(scan_mod, "MIN_PER_WORKER", 1 << 16)
+    for workers in (1, 2, 3):
+        extract, _meta, _end = scan_mod.scan(path, workers=workers)
+        assert extract.event_count == len(want), workers
+        names = [extract.strings[i] for i in extract.op_name]
+        assert names == [e["name"] for e in want if e.get("cat") == "cpu_op" and e["ph"] == "X"], workers
 
 
 class _Written:

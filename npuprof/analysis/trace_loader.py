@@ -67,7 +67,6 @@ from npuprof.analysis.gzip_members import MAGIC, GzipMembers, is_gzip
 from npuprof.analysis.trace_cut import Cut, cut_in, is_cut_short, mended
 from npuprof.analysis.trace_repairs import (
     NOT_A_NUMBER,
-    SURROGATE_ESCAPE,
     repaired_names,
     repaired_strings,
     repaired_values,
@@ -1228,11 +1227,12 @@ class TraceReader:
                 # a "{" is checked on the _LOOKAHEAD bytes after it (all there are at the end)
                 at_end = pos + len(window) >= end
                 last = len(window) if at_end else len(window) - _LOOKAHEAD
+                judge = _EventStarts(window)
                 for match in _BOUNDARY.finditer(window):  # "},{" found by the regex engine, not per "}"
                     brace = match.end() - 1
                     if brace >= last:
                         break
-                    if _starts_events(window, brace):
+                    if judge.starts(brace):
                         return pos + brace
                 if at_end:  # every "{" up to the end was looked at (it moved on a byte at a time here)
                     break
@@ -1336,15 +1336,56 @@ def _trailing_key_before(buf: bytes | bytearray, bracket: int) -> int | None:
     return None
 
 
-def _starts_events(window: bytes, brace: int) -> bool:
-    """Does an event start at ``brace``? What follows it, up to the last "}" of the _LOOKAHEAD bytes after it
-    (of the window, for an event longer than that), must read as whole events, or as their beginning. A "{"
-    inside an event (an object in a list in its args, a "},{" in a string) fails: the text soon closes what
-    it never opened. Read to the window's end, each "{" before a damaged event megabytes on was decoded up to
-    it and its repairs tried on all of it: a forked scan of a trace damaged near a cut took 30 s, not 0.1."""
-    stop = window.rfind(b"}", brace, brace + _LOOKAHEAD)
-    framed = b"[" + window[brace : (stop if stop > brace else window.rfind(b"}")) + 1] + b"]"
-    for attempt in range(2):
+class _EventStarts:
+    """Whether an event starts at a "{" of ``window`` (:meth:`starts`), for the "{"s of one search in order.
+    What follows a "{", up to the last "}" of the _LOOKAHEAD bytes after it (of the window, for an event
+    longer than that), must read as whole events, or as their beginning, as written or as the reader mends
+    it (``analysis/trace_repairs.py``). A "{" inside an event (an object in a list in its args, a "},{" in a
+    string) fails: the text soon closes what it never opened. Read to the window's end, each "{" before a
+    damaged event megabytes on was decoded up to it and its repairs tried on all of it: a forked scan of a
+    trace damaged near a cut took 30 s, not 0.1.
+
+    Each "{" costs the bytes up to where its text stops being JSON, not the _LOOKAHEAD: the text is first
+    read a little way (_LOOKS; a text that stops being JSON there stops so on the whole), the repairs
+    are made once per stretch of the window (not on each "{"'s text), and the "{"s before the byte where a
+    rejected one's text stopped being JSON are passed over: inside a string of megabytes of "{}, {}, ..."
+    (JSON in an arg) each was read to the string's end and mended, 9 s to find a boundary 64 KiB before
+    that end (helper-338). The search is a guess each range's reader checks (docs/formats.md, "Read in
+    parallel"), so a "{" passed over costs no result."""
+
+    def __init__(self, window: bytes) -> None:
+        self.window = window
+        self.skip = 0  # "{"s before this byte are passed over
+        self.mended = b""  # the window mended from mended_at on
+        self.mended_at = -1
+
+    def starts(self, brace: int) -> bool:
+        if brace < self.skip:
+            return False
+        window = self.window
+        stop = window.rfind(b"}", brace, brace + _LOOKAHEAD)
+        stop = stop if stop > brace else window.rfind(b"}")
+        verdict = _reads_as_events(window, brace, stop)
+        if isinstance(verdict, bool):
+            return verdict
+        end = max(stop + 1, brace + 2 * _LOOKAHEAD)
+        if not (0 <= self.mended_at <= brace and stop < self.mended_at + len(self.mended)):
+            self.mended_at, self.mended = brace, mended(window[brace:end])
+        verdict = _reads_as_events(self.mended, brace - self.mended_at, stop - self.mended_at)
+        if isinstance(verdict, bool):
+            return verdict
+        self.skip = brace + verdict  # the "{"s before the byte where its text stopped being JSON
+        return False
+
+
+def _reads_as_events(text: bytes, brace: int, stop: int) -> bool | int:
+    """Whether ``text`` from ``brace`` to ``stop`` (its "}") reads as whole events or as their beginning
+    (False: a "]" in it closed the events' array); else how many bytes after ``brace`` it stops being
+    JSON. Read first a little way, then further (_LOOKS): JSON that stops being JSON well before the end of
+    a part stops so on the whole (a "{" in a string of escaped quotes, at its second byte)."""
+    for look in (*_LOOKS, stop + 1 - brace):
+        whole = look >= stop + 1 - brace
+        framed = b"[" + text[brace : stop + 1 if whole else brace + look] + b"]"
         try:
             _RAW_EVENTS.decode(framed)
         except msgspec.DecodeError as exc:
@@ -1352,24 +1393,18 @@ def _starts_events(window: bytes, brace: int) -> bool:
             if "trailing characters" in message:  # a "]" in the text closed the events' array
                 return False
             found = _AT_BYTE.search(message)
-            if found is None or int(found.group(1)) >= len(framed) - 1:  # not JSON only where it was cut
-                return True
-            at = int(found.group(1))
-            near = framed[max(at - 8, 0) : at + 8]  # a string msgspec refuses there, or other damage
-            unreadable = SURROGATE_ESCAPE.search(near) is not None or not near.isascii()
-            repaired = repaired_strings(framed) if attempt == 0 and unreadable else None
-            # a name Kineto did not escape, or a value no JSON, in every event would hide every boundary too
-            valued = repaired_values(repaired[0] if repaired else framed) if attempt == 0 else None
-            text = valued[0] if valued else repaired[0] if repaired else framed
-            named = repaired_names(text) if attempt == 0 else None
-            if repaired is None and named is None and valued is None:  # helper-123: a surrogate escape in
-                return False  # every event hid them
-            framed = bytes(named[0] if named else text)
+            # near where a part was cut (by a margin for what the decoder looks ahead): read on
+            if found is not None and int(found.group(1)) < len(framed) - (1 if whole else _LOOK_MARGIN):
+                return int(found.group(1)) - 1  # "[" was added in front
         except RecursionError:
             return False
-        else:
-            return True
-    return False
+        if whole:
+            return True  # JSON, or not JSON only where it was cut
+    return True
+
+
+_LOOKS = (256, 4096)  # bytes of a "{"'s text read first: most that are no event's stop being JSON in them
+_LOOK_MARGIN = 64  # an error this near the end of a part read may be where it was cut
 
 
 def _decimal(text: bytes) -> Decimal | None:
@@ -1493,9 +1528,10 @@ def _tells_progress(ph: Any, pid: Any) -> bool:
 def _event_starts(window: bytes) -> Iterator[int]:
     """Where events start in ``window`` (a part of a trace's events), first ones first, at most 8."""
     found = 0
+    judge = _EventStarts(window)
     for match in _BOUNDARY.finditer(window):
         brace = match.end() - 1
-        if _starts_events(window, brace):
+        if judge.starts(brace):
             yield brace
             found += 1
             if found == 8:
