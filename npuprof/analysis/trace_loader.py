@@ -100,6 +100,7 @@ _NOT_JSON = {
 }
 _MALFORMED_AT = re.compile(r"JSON is malformed: (?!trailing).*\(byte (\d+)\)$")
 _AT_BYTE = re.compile(r"\(byte (\d+)\)$")
+GROWTH_LIMIT = 64 << 20  # bytes read at most at a time after an event larger than a block
 _WINDOW = 4 << 20  # bytes read at a time when looking for an event boundary
 _LOOKAHEAD = 1 << 16  # bytes after a "{" that must read as events for it to start one
 _SNIPPET = 160  # characters of a bad event quoted in an error
@@ -414,6 +415,7 @@ class TraceReader:
         self.cuts: list[tuple[int, int]] | None = None
         self.cut: Cut | None = None  # the trace is cut short: where (its events are read up to there)
         self._last_ts: float | None = None  # a stream's last ts read, up to its last chunk yielded
+        self._growing = False  # the last _split found no event's end: the buffer grows over one event
 
     def _read(self, handle: BinaryIO, size: int) -> bytes:
         try:
@@ -784,6 +786,7 @@ class TraceReader:
         tries = 0
         bad: int | None = None  # a byte where the text stops being JSON: no boundary after it can work
         what = ""  # what stands there, when it is a known non-JSON number (NaN, Infinity)
+        inside = self._growing  # in an event larger than a block: each "},{" looked at first (_cut_inside)
         while tries < limit:
             close = _last_boundary(buf, end)
             if close < 0:
@@ -792,17 +795,45 @@ class TraceReader:
                     raise TraceError(
                         "corrupt", f"{self.path}: malformed JSON at byte {where}{what} (corrupt trace)"
                     )
+                self._growing = True
                 return None
             tries += 1
-            decoded = self._decode(memoryview(buf)[: close + 1])
+            cut_inside = inside and self._cut_inside(buf, close)
+            decoded = None if cut_inside else self._decode(memoryview(buf)[: close + 1])
             if decoded is not None:
+                self._growing = False
                 return close + 1, *decoded
             if self.malformed_at is not None and self.malformed_at < close:
                 bad, what = self.malformed_at, self.malformed_what
                 end = bad
                 continue
+            inside = self.malformed_at is None  # JSON cut short there: perhaps in a string of "{}, {}, ..."
             end = close
+        self._growing = True
         return None
+
+    def _cut_inside(self, buf: bytearray, close: int) -> bool:
+        """Whether the events of ``buf`` up to ``close`` are JSON that does not close there: a "},{" inside an
+        event (a string of "{}, {}, ..."), which :meth:`_decode` would refuse as it does, after its
+        repairs of the whole text (they mend only what JSON refuses: none here). One pass of the decoder,
+        where the repairs took several: a string of megabytes that holds JSON with escaped quotes took
+        16 s to read, its repairs' regexes going over all of the text read at each "},{" tried. Asked only
+        in an event larger than a block (a chunk's first "},{" closes an event: one decode, as before)."""
+        try:
+            _RAW_EVENTS.decode(b"[" + buf[: close + 1] + b"]")
+        except msgspec.DecodeError as exc:
+            if str(exc) == "Input data was truncated":
+                self.malformed_at = None  # as _decode leaves it: the text stops being JSON nowhere
+                return True
+        except RecursionError:
+            pass
+        return False
+
+    def _more(self, handle: BinaryIO, buf: bytearray, limit: int) -> bytes:
+        """The bytes read after ``buf`` when no event of it ends in it (an event larger than a block): as
+        many again as it holds (up to GROWTH_LIMIT), so that an event of megabytes is looked at a few times,
+        not once per block (each look is a pass over all of ``buf``)."""
+        return self._read(handle, min(max(self.block, min(len(buf), GROWTH_LIMIT)), limit))
 
     def _finish(self, buf: bytearray) -> tuple[int, list[Event], memoryview]:
         """At end of a stream: find the array's closing bracket (the rest must be the trailing keys)."""
@@ -1184,7 +1215,7 @@ class TraceReader:
                             f"{self.path}: no event boundary found near byte "
                             f"{self.bytes_read} (corrupt trace)",
                         )
-                    more = self._read(handle, min(self.block, end - self.bytes_read))
+                    more = self._more(handle, buf, end - self.bytes_read)
                     buf += more
                     continue
                 cut, events, text = found
@@ -1268,7 +1299,7 @@ class TraceReader:
                             f"{self.path}: no event boundary found near byte "
                             f"{self.bytes_read} (corrupt trace)",
                         )
-                    more = self._read(handle, self.block)
+                    more = self._more(handle, buf, GROWTH_LIMIT)
                     if not more:
                         cut, events, text = self._finish(buf)
                         eof = True
@@ -1291,25 +1322,21 @@ class TraceReader:
 
 
 _BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")  # between two events: "},{"
-BOUNDARY_WINDOW = 1 << 20  # bytes searched at a time, from the end back
+# the last "},{" of a text: the greedy ".*" takes all of it, then the regex engine backs off from its end
+# a byte at a time (skipping to each "}") until a "},{" follows; so the search costs the bytes after the
+# last one, not a step per "},{" before it (a string of megabytes of "{}, {}, ..." has one every 4 bytes)
+_LAST_BOUNDARY = re.compile(rb"(?s).*(\}[ \t\r\n]*,[ \t\r\n]*\{)")
 BOUNDARY_SLACK = 4096  # room after a "}" for the "," and "{" of its boundary (whitespace)
 
 
 def _last_boundary(buf: bytes | bytearray, end: int) -> int:
-    """The index of the "}" of the last "},{" whose "}" lies before ``end`` (-1 when none), searched a
-    window at a time by the regex engine: a value full of "}" (a long string after the events) costs no
-    Python step per byte."""
-    hi = end
-    while hi > 0:
-        lo = max(0, hi - BOUNDARY_WINDOW)
-        found = -1
-        for match in _BOUNDARY.finditer(buf, lo, min(len(buf), hi + BOUNDARY_SLACK)):
-            if match.start() >= hi:
-                break
-            found = match.start()
-        if found >= 0:
-            return found
-        hi = lo
+    """The index of the "}" of the last "},{" whose "}" lies before ``end`` (-1 when none), found by the
+    regex engine from the end back: a value full of "}" or of "},{" costs no Python step per byte."""
+    stop = min(len(buf), end + BOUNDARY_SLACK)
+    while (found := _LAST_BOUNDARY.match(buf, 0, stop)) is not None:
+        if found.start(1) < end:
+            return found.start(1)
+        stop = found.start(1)  # one "},{" starting after end: those before it end before its "}"
     return -1
 
 
