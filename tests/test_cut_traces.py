@@ -20,6 +20,7 @@ from conftest import clean_env, forked_job, trainer_in_process
 from conftest import npuprof as npuprof_run
 
 from npuprof.analysis import scan as scan_mod
+from npuprof.analysis import trace_loader
 from npuprof.analysis.trace_loader import TraceError, load_trace
 from npuprof.results import layout
 from npuprof.results.run_record import captures_of_run
@@ -213,6 +214,51 @@ def test_a_cut_right_after_a_list_in_an_events_args_is_no_end_of_the_events(
         for cut in (end, end + 1, data.index(b"}", end) + 1):  # after "]]", its comma, its args' "}"
             path.write_bytes(data[:cut])
             assert len(load_trace(path).events) == len(complete_events(data[:cut])), cut
+
+
+def _trace_of_many_objects() -> tuple[bytes, list[tuple[int, int]]]:
+    """A trace with three events of more than 256 "},{" each: an arg holding a string of "{}, {}, ..."
+    (JSON in a record_function's arg), one a string of JSON with its quotes escaped, one a list of
+    objects; (its text, each of those events' first and last byte)."""
+    objects = [{"a": i} for i in range(600)]
+    values = [", ".join(["{}"] * 3000), json.dumps(objects), objects]
+    events, many = [], []
+    for i in range(40):
+        args = {"meta": values[i // 10]} if i % 10 == 9 and i < 39 else {}
+        events.append({"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": 10.0 * i})
+        events[-1] |= {"dur": 5.0, "args": args}
+    data = json.dumps({"traceEvents": events, "traceName": "many"}, indent=1).encode()
+    for i in (9, 19, 29):
+        first = data.rindex(b"{", 0, data.index(b'"name": "op%d"' % i))
+        many.append((first, data.rindex(b"}", 0, data.index(b'"name": "op%d"' % (i + 1)))))
+    return data, many
+
+
+@pytest.mark.parametrize("window", [None, 4096])
+def test_a_trace_cut_inside_an_event_of_many_objects_is_read_up_to_its_last_complete_event(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, window: int | None
+) -> None:
+    """A trace cut inside an event whose args hold more than 256 "},{" (a string of "{}, {}, ...", JSON
+    with escaped quotes, a list of objects) was refused as cut nowhere JSON could tell ("truncated: ...
+    before its JSON closes"): the search for its last complete event tried 256 of them. Read from the end
+    back a window at a time (here also 4 KiB, shorter than the strings), a window that began inside the
+    string of "{}, {}, ..." took it for events, and the events' end for inside it: refused as corrupt.
+    Plain and gzipped (read as a stream), cut in each such event and after it, every read has the events
+    Python's json reads complete. (A window that begins inside a list of objects longer than it still
+    takes them for events: the list is left out at 4 KiB.)"""
+    data, many = _trace_of_many_objects()
+    if window is not None:
+        monkeypatch.setattr(trace_loader, "CUT_WINDOW", window)
+        many = many[:2]
+    cuts = sorted({c for first, last in many for c in range(first, last + 40, (last - first) // 7)})
+    for gz in (False, True):
+        path = tmp_path / ("cut.json.gz" if gz else "cut.json")
+        for cut in cuts:
+            path.write_bytes(gzip.compress(data[:cut], 1) if gz else data[:cut])
+            want = complete_events(data[:cut])
+            trace = load_trace(path)
+            assert [e.name for e in trace.events] == [e["name"] for e in want], (gz, cut)
+            assert f"read the {len(want)} complete event(s)" in (trace.cut_note or ""), (gz, cut)
 
 
 @pytest.mark.parametrize("gz", [False, True])

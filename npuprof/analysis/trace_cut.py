@@ -14,18 +14,24 @@ import re
 from dataclasses import dataclass
 
 import msgspec
+import numpy as np
 
 from npuprof.analysis.trace_repairs import repaired_names, repaired_strings, repaired_values
 
-__all__ = ["CUT_TRIES", "Cut", "cut_in", "is_cut_short", "mended"]
+__all__ = ["CUT_TRIES", "Cut", "cut_in", "is_cut_short", "last_boundary", "mended"]
 
 _RAW = msgspec.json.Decoder(msgspec.Raw)
 _RAW_EVENTS = msgspec.json.Decoder(list[msgspec.Raw])
 _AT_BYTE = re.compile(r"\(byte (\d+)\)$")
 _TRAILING_AT = re.compile(r"trailing characters \(byte (\d+)\)")
 _BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")  # between two events: "},{"
+# the last "},{" of a text: the greedy ".*" takes all of it, then the regex engine backs off from its end
+# a byte at a time (skipping to each "}") until a "},{" follows; so the search costs the bytes after the
+# last one, not a step per "},{" before it (a string of megabytes of "{}, {}, ..." has one every 4 bytes)
+_LAST_BOUNDARY = re.compile(rb"(?s).*(\}[ \t\r\n]*,[ \t\r\n]*\{)")
+BOUNDARY_SLACK = 4096  # room after a "}" for the "," and "{" of its boundary (whitespace)
 _WS = b" \t\r\n"
-CUT_TRIES = 256  # "},{" in the event the cut went through (a list of objects in its args) tried, at most
+CUT_TRIES = 8  # "},{" before the cut tried one by one (then the text's own structure says where)
 
 
 @dataclass
@@ -156,12 +162,53 @@ def _cut_in(body: bytes, kineto: bool) -> tuple[int, bool] | None:
         last = _end_before(body, last - 1)
     if last > 0 and body[last - 1] == 0x7D and _whole(body[:last]):  # cut right after an event
         return last, False
-    boundaries = [match.start() for match in _BOUNDARY.finditer(body)]
-    for close in reversed(boundaries[-CUT_TRIES:]):
+    end = len(body)
+    for _ in range(CUT_TRIES):
+        close = last_boundary(body, end)
+        if close < 0:
+            return 0, False  # not one event complete
         # "[" + body being JSON cut short, events that close here are the array's: their end
         if _whole(body[: close + 1]):
             return close + 1, False
-    return (0, False) if len(boundaries) <= CUT_TRIES else None  # (0: not one event complete)
+        end = close
+    # more "},{" in the event the cut went through (a list of objects in its args, a string of
+    # "{}, {}, ..."): where JSON closes the array's values, read from the text's quotes and brackets
+    for close in reversed(_value_ends(body[:end]).tolist()):
+        if _BOUNDARY.match(body, close) is not None:
+            return (close + 1, False) if _whole(body[: close + 1]) else None
+    return 0, False
+
+
+def last_boundary(buf: bytes | bytearray, end: int) -> int:
+    """The index of the "}" of the last "},{" whose "}" lies before ``end`` (-1 when none), found by the
+    regex engine from the end back: a value full of "}" or of "},{" costs no Python step per byte."""
+    stop = min(len(buf), end + BOUNDARY_SLACK)
+    while (found := _LAST_BOUNDARY.match(buf, 0, stop)) is not None:
+        if found.start(1) < end:
+            return found.start(1)
+        stop = found.start(1)  # one "},{" starting after end: those before it end before its "}"
+    return -1
+
+
+def _value_ends(text: bytes) -> np.ndarray:
+    """Where the objects of ``text`` (JSON values after a "[", separated by ",", cut short: the caller has
+    the decoder say so) close: the "}"s outside strings that bring the nesting back to the array's. In
+    passes over arrays, not a step per byte: a quote after an odd run of backslashes is in a string."""
+    data = np.frombuffer(text, np.uint8)
+    quotes = np.flatnonzero(data == 0x22)
+    slashes = np.flatnonzero(data == 0x5C)
+    if len(quotes) and len(slashes):
+        runs = slashes[np.r_[True, np.diff(slashes) > 1]]  # where each run of backslashes starts
+        before = quotes - 1
+        run = np.searchsorted(runs, before, side="right") - 1
+        escaped = (before >= 0) & (data[np.maximum(before, 0)] == 0x5C)
+        length = np.where(escaped, before - runs[np.maximum(run, 0)] + 1, 0)
+        quotes = quotes[length % 2 == 0]
+    marks = np.flatnonzero((data == 0x7B) | (data == 0x7D) | (data == 0x5B) | (data == 0x5D))
+    marks = marks[np.searchsorted(quotes, marks) % 2 == 0]  # outside strings: an even count of quotes before
+    opens = (data[marks] == 0x7B) | (data[marks] == 0x5B)
+    depth = np.cumsum(np.where(opens, 1, -1))
+    return marks[(depth == 0) & (data[marks] == 0x7D)]
 
 
 def _whole(events: bytes) -> bool:

@@ -65,6 +65,7 @@ from npuprof.analysis.cells import json_string_text
 from npuprof.analysis.damaged import LEAD, Damaged
 from npuprof.analysis.gzip_members import MAGIC, GzipMembers, is_gzip
 from npuprof.analysis.trace_cut import Cut, cut_in, is_cut_short, mended
+from npuprof.analysis.trace_cut import last_boundary as _last_boundary
 from npuprof.analysis.trace_repairs import (
     NOT_A_NUMBER,
     repaired_names,
@@ -1097,7 +1098,9 @@ class TraceReader:
             return None
         try:
             value = _ANY.decode(tail)
-        except msgspec.DecodeError:
+        except msgspec.DecodeError as exc:
+            if "trailing characters" in str(exc):  # an object closed before the end: so says Python's json
+                return None  # (a "]" in an event cut short: its tail, megabytes, not read twice more)
             repaired = repaired_strings(tail)  # a traceName of bytes that are not UTF-8 (helper-123)
             text = bytes(repaired[0]) if repaired else tail
             try:
@@ -1322,22 +1325,6 @@ class TraceReader:
 
 
 _BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")  # between two events: "},{"
-# the last "},{" of a text: the greedy ".*" takes all of it, then the regex engine backs off from its end
-# a byte at a time (skipping to each "}") until a "},{" follows; so the search costs the bytes after the
-# last one, not a step per "},{" before it (a string of megabytes of "{}, {}, ..." has one every 4 bytes)
-_LAST_BOUNDARY = re.compile(rb"(?s).*(\}[ \t\r\n]*,[ \t\r\n]*\{)")
-BOUNDARY_SLACK = 4096  # room after a "}" for the "," and "{" of its boundary (whitespace)
-
-
-def _last_boundary(buf: bytes | bytearray, end: int) -> int:
-    """The index of the "}" of the last "},{" whose "}" lies before ``end`` (-1 when none), found by the
-    regex engine from the end back: a value full of "}" or of "},{" costs no Python step per byte."""
-    stop = min(len(buf), end + BOUNDARY_SLACK)
-    while (found := _LAST_BOUNDARY.match(buf, 0, stop)) is not None:
-        if found.start(1) < end:
-            return found.start(1)
-        stop = found.start(1)  # one "},{" starting after end: those before it end before its "}"
-    return -1
 
 
 def _trailing_key_before(buf: bytes | bytearray, bracket: int) -> int | None:
@@ -1552,11 +1539,19 @@ def _tells_progress(ph: Any, pid: Any) -> bool:
     return ph != "M" and not isinstance(pid, str)
 
 
+# "},{" before an object that is not empty: in a JSON string no object has a key (its quotes are escaped), so
+# what reads as objects from a "{" in a string (one of megabytes of "{}, {}, ...") is empty, and no event is
+_BEFORE_AN_OBJECT = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{(?![ \t\r\n]*\})")
+
+
 def _event_starts(window: bytes) -> Iterator[int]:
-    """Where events start in ``window`` (a part of a trace's events), first ones first, at most 8."""
+    """Where events start in ``window`` (a part of a trace's events), first ones first, at most 8. Not at
+    an empty object: read from the end back, a window that begins inside a string of "{}, {}, ..." found
+    its events there, and the events' end inside the string (the trace refused as corrupt); past them, the
+    window grows back to an event's start."""
     found = 0
     judge = _EventStarts(window)
-    for match in _BOUNDARY.finditer(window):
+    for match in _BEFORE_AN_OBJECT.finditer(window):
         brace = match.end() - 1
         if judge.starts(brace):
             yield brace
