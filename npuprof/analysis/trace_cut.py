@@ -18,7 +18,7 @@ import numpy as np
 
 from npuprof.analysis.trace_repairs import repaired_names, repaired_strings, repaired_values
 
-__all__ = ["CUT_TRIES", "Cut", "cut_in", "is_cut_short", "last_boundary", "mended"]
+__all__ = ["CUT_TRIES", "Cut", "cut_in", "is_cut_short", "last_boundary", "mended", "value_ends"]
 
 _RAW = msgspec.json.Decoder(msgspec.Raw)
 _RAW_EVENTS = msgspec.json.Decoder(list[msgspec.Raw])
@@ -173,7 +173,7 @@ def _cut_in(body: bytes, kineto: bool) -> tuple[int, bool] | None:
         end = close
     # more "},{" in the event the cut went through (a list of objects in its args, a string of
     # "{}, {}, ..."): where JSON closes the array's values, read from the text's quotes and brackets
-    for close in reversed(_value_ends(body[:end]).tolist()):
+    for close in reversed(value_ends(body[:end]).tolist()):
         if _BOUNDARY.match(body, close) is not None:
             return (close + 1, False) if _whole(body[: close + 1]) else None
     return 0, False
@@ -190,7 +190,7 @@ def last_boundary(buf: bytes | bytearray, end: int) -> int:
     return -1
 
 
-def _value_ends(text: bytes) -> np.ndarray:
+def value_ends(text: bytes) -> np.ndarray:
     """Where the objects of ``text`` (JSON values after a "[", separated by ",", cut short: the caller has
     the decoder say so) close: the "}"s outside strings that bring the nesting back to the array's. In
     passes over arrays, not a step per byte: a quote after an odd run of backslashes is in a string."""

@@ -64,7 +64,7 @@ from npuprof.analysis import vocabulary as vocab
 from npuprof.analysis.cells import json_string_text
 from npuprof.analysis.damaged import LEAD, Damaged
 from npuprof.analysis.gzip_members import MAGIC, GzipMembers, is_gzip
-from npuprof.analysis.trace_cut import Cut, cut_in, is_cut_short, mended
+from npuprof.analysis.trace_cut import Cut, cut_in, is_cut_short, mended, value_ends
 from npuprof.analysis.trace_cut import last_boundary as _last_boundary
 from npuprof.analysis.trace_repairs import (
     NOT_A_NUMBER,
@@ -1546,18 +1546,41 @@ _BEFORE_AN_OBJECT = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{(?![ \t\r\n]*\})")
 
 def _event_starts(window: bytes) -> Iterator[int]:
     """Where events start in ``window`` (a part of a trace's events), first ones first, at most 8. Not at
-    an empty object: read from the end back, a window that begins inside a string of "{}, {}, ..." found
-    its events there, and the events' end inside the string (the trace refused as corrupt); past them, the
-    window grows back to an event's start."""
-    found = 0
+    an empty object, nor at one without a "ph": read from the end back, a window that begins inside a
+    string of "{}, {}, ..." or a list of objects found its events there, and the events' end inside them
+    (the trace refused as corrupt); past them, the window grows back to an event's start."""
+    found = passed = 0
     judge = _EventStarts(window)
     for match in _BEFORE_AN_OBJECT.finditer(window):
         brace = match.end() - 1
-        if judge.starts(brace):
-            yield brace
-            found += 1
-            if found == 8:
-                return
+        if brace < passed or not judge.starts(brace):
+            continue
+        without = _objects_without_a_phase(window, brace)
+        if without:
+            passed = brace + without
+            continue
+        yield brace
+        found += 1
+        if found == 8:
+            return
+
+
+def _objects_without_a_phase(window: bytes, brace: int) -> int:
+    """How many bytes from ``brace`` hold objects none of which has a "ph", as JSON reads them from there
+    (in the _LOOKAHEAD bytes): 0 when the first has one, as every event has, or when they are not all
+    objects, or damaged (judged by what follows them). An object of a list in an event's args has none."""
+    text = window[brace : brace + _LOOKAHEAD]
+    ends = value_ends(text)
+    if not len(ends):
+        return 0
+    try:
+        values = _ANY.decode(b"[" + text[: int(ends[-1]) + 1] + b"]")
+    except (msgspec.DecodeError, RecursionError):
+        return 0
+    if len(values) != len(ends) or not all(isinstance(value, dict) for value in values):
+        return 0
+    first = next((k for k, value in enumerate(values) if "ph" in value), len(values))
+    return int(ends[first - 1]) + 1 if first else 0
 
 
 def sniff_trace(path: str | Path, named: bool = False) -> str | None:
