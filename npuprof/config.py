@@ -1115,7 +1115,12 @@ def set_option(cfg: ProfileConfig, option: Any, value: Any) -> None:
         cfg.gc_detect_threshold = parse_gc_threshold(value) if isinstance(value, str) else value
     elif key == "export_chrome_trace":
         text = str(value)  # "-" kept, for validate to refuse (not stdout: a file named "-")
-        cfg.export_chrome_trace = os.path.abspath(text) if text.strip() and text != "-" else text
+        if text.strip() and text != "-":
+            # absolute, its last component as typed: a name that ends as a directory's (trace/, x/.) keeps
+            # that end for run_flags to refuse, which abspath drops (results.paths.directory_form_problem)
+            head, last = os.path.split(text)
+            text = os.path.join(os.path.abspath(head or os.curdir), last)
+        cfg.export_chrome_trace = text
     else:
         setattr(cfg, key, value)
 

@@ -389,6 +389,40 @@ def test_an_empty_stacks_file_is_said_empty_not_the_current_directory(
     assert _cli(monkeypatch, capsys, "export-stacks", str(tmp_path), flag, "") == (2, said)
 
 
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["export-stacks", "src", "-o", "{}"], "-o"),
+        (["export-stacks", "src", "--svg", "{}"], "--svg"),
+        (["memory-timeline", "src", "-o", "{}"], "-o"),
+        (["run", "--export-chrome-trace", "{}", "--", "python"], "--export-chrome-trace"),
+    ],
+)
+@pytest.mark.parametrize("typed", ["out/", "out/.", "made.json/"])
+def test_an_output_file_named_as_a_directory_is_refused_not_written_as_a_file(
+    tmp_path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    flag: str,
+    typed: str,
+) -> None:
+    """`npuprof export-stacks DIR -o out/` (no `out` there) wrote the stacks into a file `out` and said
+    "wrote out": the '/' was dropped (Path, abspath), where a shell's `> out/` and Python's `open('out/',
+    'w')` fail; `--svg`, memory-timeline's `-o` (`flame.html/` too) and run's `--export-chrome-trace` the
+    same. A file already there (made.json) is not replaced either."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "made.json").write_text("kept")
+    code, err = _cli(monkeypatch, capsys, *[a.format(typed) for a in args])
+    name = typed.rstrip("/.").rstrip("/")
+    there = "is not a directory" if name == "made.json" else f"there is no directory {tmp_path / name}"
+    assert (code, err.count("\n")) == (2, 1), err
+    assert f"{flag}: " in err and f"{typed} ends with " in err and there in err, err
+    assert _cli.config is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["made.json"]
+    assert (tmp_path / "made.json").read_text() == "kept"
+
+
 @pytest.mark.parametrize("name", ["flame.svg", "Flame.SVG"])
 def test_a_stacks_file_named_svg_is_refused_with_the_svg_flag_to_use(
     tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], name: str

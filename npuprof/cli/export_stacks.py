@@ -47,15 +47,19 @@ def _say(text: str) -> None:
     print(printable_lines(text), file=sys.stderr)
 
 
-def _check_output(path: Path, flag: str) -> Path:
+def _check_output(text: str | Path, flag: str) -> Path:
     from npuprof.results.paths import (
         UnsafePathError,
         descriptor_stream,
+        directory_form_problem,
         is_stream,
         output_file_problem,
         resolve_output_path,
     )
 
+    if (problem := directory_form_problem(text)) is not None:  # out/: Path drops the '/'
+        raise _fail(f"{flag}: {problem}: give a file name", 2)
+    path = Path(text)
     if descriptor_stream(path):  # -o >(...): the shell's pipe, a link to this process's own descriptor
         return path
     try:
@@ -192,8 +196,8 @@ def export_stacks(
     if not 0 <= min_width < float("inf"):  # nan, inf and negatives are no width
         raise _fail(f"--min-width {min_width}: give a width in pixels, 0 or more (e.g. 0.1)", 2)
     to_stdout = (output is None and svg is None) or (output is not None and str(output) in STDOUT_NAMES)
-    out_path = None if to_stdout or output is None else _check_output(Path(output), "-o")
-    svg_path = None if svg is None else _check_output(Path(svg), "--svg")
+    out_path = None if to_stdout or output is None else _check_output(output, "-o")
+    svg_path = None if svg is None else _check_output(svg, "--svg")
     if out_path is not None and svg_path is not None and _same_file(out_path, svg_path):
         # the SVG, written second, replaced the stacks, and both "wrote" lines named that file
         raise _fail(

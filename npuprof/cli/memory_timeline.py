@@ -55,8 +55,8 @@ def memory_timeline(
             show_default=False,
         ),
     ],
-    output: Annotated[
-        Path,
+    output: Annotated[  # a str: a Path drops the '/' that -o out/ ends with (directory_form_problem)
+        str,
         typer.Option(
             "--output",
             "-o",
@@ -84,6 +84,7 @@ def memory_timeline(
     from npuprof.results.paths import (
         UnsafePathError,
         descriptor_stream,
+        directory_form_problem,
         is_stream,
         output_file_problem,
         resolve_output_path,
@@ -93,6 +94,9 @@ def memory_timeline(
         raise _fail(
             "source: is empty; give a rank directory (*_ascend_pt), a trace file or a *.raw.json.gz", 2
         )
+    if (problem := directory_form_problem(output)) is not None:
+        raise _fail(f"-o: {problem}: give a file name (-o - writes .json to stdout)", 2)
+    output = Path(output)
     to_stdout = str(output) in STDOUT_NAMES
     as_given = to_stdout or descriptor_stream(output)  # -o >(...): a link to this process's own pipe
     try:

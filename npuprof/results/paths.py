@@ -87,11 +87,30 @@ def descriptor_stream(path: str | os.PathLike[str]) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
 
 
+def directory_form_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why ``path`` as typed cannot name a file: it ends as only a directory's name does (a ``/``, or a last
+    component ``.`` or ``..``), which ``os.path.abspath`` and ``Path`` drop: ``-o out/``, with no ``out``
+    there, wrote the file ``out``, where a shell's ``> out/`` or Python's ``open("out/", "w")`` fail. None
+    when it does not end so."""
+    text = os.fspath(path)
+    last = os.path.basename(text)
+    if not text.endswith(os.sep) and last not in (".", ".."):
+        return None
+    target = os.path.abspath(text)
+    if os.path.isdir(target):
+        return f"{target} is a directory"
+    ending = os.sep if text.endswith(os.sep) else last
+    there = f"{target} is not a directory" if os.path.lexists(target) else f"there is no directory {target}"
+    return f"{text} ends with {ending!r}, which names a directory, and {there}"
+
+
 def output_file_problem(path: str | os.PathLike[str]) -> str | None:
     """Why ``path`` cannot take an output file that npuprof writes whole (to a temporary name, then
     renamed over it): its directory is missing or not one, it is a directory, a device, a FIFO or a
-    socket, or a symbolic link to one of them (which the rename would replace), or it cannot be looked up.
-    None when it can."""
+    socket, or a symbolic link to one of them (which the rename would replace), or it cannot be looked up,
+    or it ends as a directory's name does (directory_form_problem). None when it can."""
+    if (problem := directory_form_problem(path)) is not None:
+        return problem
     target = Path(os.path.abspath(path))
     try:
         parent = os.stat(target.parent)
