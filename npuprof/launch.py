@@ -129,24 +129,27 @@ class ConfigPayload:
                 os.unlink(self.file)
 
 
-def config_payload(cfg: ProfileConfig, run: dict[str, object], output: Path) -> ConfigPayload:
+def config_payload(
+    cfg: ProfileConfig, run: dict[str, object], output: Path, in_file: bool = False
+) -> ConfigPayload:
     """The configuration for the job's environment. Over 64 KiB (metadata within the documented limits
-    can reach ~200 KiB of UTF-8) it goes to ``<output>/.npuprof_payload.<run_id>.json``; the launch never
-    fails for its size: without that file, the metadata is left out when it does not fit inline.
-    Metadata holding bytes that are not UTF-8 goes to the captures with those bytes as ``\\xNN`` (their
-    profiler_metadata.json is text for other tools); the run record keeps them exactly."""
+    can reach ~200 KiB of UTF-8), or whatever its size with ``in_file`` (an environment that the inline
+    configuration took over the kernel's limit), it goes to ``<output>/.npuprof_payload.<run_id>.json``;
+    the launch never fails for its size: without that file, the metadata is left out when it does not fit
+    inline. Metadata holding bytes that are not UTF-8 goes to the captures with those bytes as ``\\xNN``
+    (their profiler_metadata.json is text for other tools); the run record keeps them exactly."""
     metadata, notes = text_metadata(cfg.metadata)
     if metadata != cfg.metadata:  # (an 'é' read in a C locale: changed to text without a note)
         cfg = dataclasses.replace(cfg, metadata=metadata)
-    payload = _config_payload(cfg, run, output)
+    payload = _config_payload(cfg, run, output, in_file)
     payload.notes = notes
     return payload
 
 
-def _config_payload(cfg: ProfileConfig, run: dict[str, object], output: Path) -> ConfigPayload:
+def _config_payload(cfg: ProfileConfig, run: dict[str, object], output: Path, in_file: bool) -> ConfigPayload:
     text = json_text(cfg.to_env(run))
     size = len(text.encode("utf-8"))
-    if size <= ENV_PAYLOAD_INLINE_LIMIT:
+    if size <= ENV_PAYLOAD_INLINE_LIMIT and not in_file:
         return ConfigPayload(text)
     path = output / f".npuprof_payload.{run['run_id']}.json"
     try:
@@ -1096,9 +1099,9 @@ def run_child(
         except FileNotFoundError:
             raise LaunchError(f"command not found: {command[0]!r}") from None
         except PermissionError:
-            raise LaunchError(f"command not executable: {command[0]!r}") from None
-        except OSError as exc:
-            raise LaunchError(f"cannot start {command[0]!r}: {exc.strerror or exc}") from None
+            raise LaunchError(f"command not executable: {command[0]!r}", 126) from None
+        except OSError as exc:  # a shell's exit code for a command found that cannot run: 126
+            raise LaunchError(f"cannot start {command[0]!r}: {exc.strerror or exc}", 126, exc.errno) from None
         pgid.append(pid)
         terminal.give_to(pid)
         for signum in dict.fromkeys(received):  # those that came while it was being started
@@ -1281,4 +1284,11 @@ def _say_left_stopped(pgid: int, stop_signal: int, terminal: _Terminal) -> None:
 
 
 class LaunchError(RuntimeError):
-    pass
+    """The job could not be started: the shell's exit code for it (127: not found; 126: found, cannot
+    run) and the errno of the failed exec, where there was one (E2BIG: the arguments and environment
+    over the kernel's limit)."""
+
+    def __init__(self, message: str, exit_code: int = 127, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+        self.errno = errno

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from npuprof import __version__
+from npuprof import ENV_CONFIG, __version__
 from npuprof.config import ProfileConfig
 from npuprof.invocation import npuprof_cmd
 from npuprof.launch import (
@@ -476,7 +476,7 @@ def _run_unprofiled(command: list[str], output: str, exc: OSError) -> int:
     try:
         end = run_child(command, dict(os.environ))
     except LaunchError as launch_error:
-        return _error(str(launch_error), 127)
+        return _error(str(launch_error), launch_error.exit_code)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED_SIGNALS)  # held since the job's end: now acted on
     return _finish(end)
 
@@ -716,12 +716,25 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
     started = time.monotonic()
     before_the_job.restore()  # run_child passes the signals on to the job from here
     try:
-        end = run_child(command, env, run_id, on_start=lambda pid: _record_the_job(record, pid))
+        try:
+            end = run_child(command, env, run_id, on_start=lambda pid: _record_the_job(record, pid))
+        except LaunchError as exc:
+            if exc.errno != errno.E2BIG or payload.file is not None:
+                raise
+            # the environment within the kernel's limit without npuprof, over it with the configuration
+            # inline: the job runs as it would without npuprof, its configuration passed in a file
+            in_file = config_payload(cfg, run, output, in_file=True)
+            if in_file.file is None:
+                raise
+            payload, env[ENV_CONFIG] = in_file, in_file.value
+            log.write(f"{exc}: the configuration is passed to the job in {in_file.file} instead", "WARNING")
+            end = run_child(command, env, run_id, on_start=lambda pid: _record_the_job(record, pid))
     except LaunchError as exc:
         payload.remove_file()
-        record.content.update(end=run_record.now_iso(), exit_code=127, error=str(exc))
+        message = str(exc) + (_over_the_exec_limit(env) if exc.errno == errno.E2BIG else "")
+        record.content.update(end=run_record.now_iso(), exit_code=exc.exit_code, error=message)
         record.write()
-        return _error(str(exc), 127)
+        return _error(message, exc.exit_code)
     elapsed = time.monotonic() - started
     log.job_ended = True
     held = _HeldSignals(end.after_the_end, end.interrupts)
@@ -745,6 +758,20 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
     if (stopped_by := held.death()) is not None and end.death_signal() is None:
         die_of(stopped_by)
     return _finish(end)
+
+
+def _over_the_exec_limit(env: dict[str, str]) -> str:
+    """What E2BIG means here: the command line and the environment are over the kernel's limit, the bytes
+    npuprof put into the environment counted (its variables, and what it added to PYTHONPATH)."""
+    added = sum(
+        len(os.fsencode(key)) + len(os.fsencode(value)) + 1 - len(os.fsencode(os.environ.get(key, "")))
+        for key, value in env.items()
+        if os.environ.get(key) != value
+    )
+    return (
+        f" (its arguments and environment are over the kernel's limit, getconf ARG_MAX, with the {added} "
+        "bytes npuprof adds to the environment: make the environment or the command line smaller)"
+    )
 
 
 def _after_the_job(

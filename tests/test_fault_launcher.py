@@ -537,6 +537,76 @@ def test_a_payload_file_that_cannot_be_written_never_fails_the_launch(tmp_path: 
     assert decode_env_payload(payload.value)["config"]["metadata"] == {}
 
 
+def _filled(env: dict[str, str], size: int) -> dict[str, str]:
+    """``env`` with ``size`` bytes more of variables (each under Linux's 128 KiB a string)."""
+    filled = dict(env)
+    for i in range(0, size, 100_000):
+        filled[f"FILLER{i // 100_000}"] = "x" * min(100_000, size - i)
+    return filled
+
+
+def _most_filler_that_starts(command: list[str], env: dict[str, str]) -> int | None:
+    """The most bytes of filler variables with which ``command`` still starts (execve's E2BIG beyond it),
+    found by bisection; None where even 8 MB starts (a stack limit so large that no limit is near)."""
+    import errno
+
+    def starts(size: int) -> bool:
+        try:
+            subprocess.run(command, env=_filled(env, size), check=True, capture_output=True, timeout=60)
+        except OSError as exc:
+            assert exc.errno == errno.E2BIG, exc
+            return False
+        return True
+
+    low, high = 0, 8 << 20
+    if starts(high):
+        return None
+    while high - low > 64:
+        middle = (low + high) // 2
+        low, high = (middle, high) if starts(middle) else (low, middle)
+    return low
+
+
+def test_an_environment_near_the_exec_limit_starts_the_job_as_it_would_without_npuprof(
+    tmp_path: Path,
+) -> None:
+    """A job whose environment fits the kernel's limit on execve's arguments and environment, and would
+    start without npuprof, did not start under it: npuprof's configuration inline in the environment
+    (a few KiB; 24 KiB with this metadata) took it over the limit and npuprof said "cannot start 'python':
+    Argument list too long", exit 127, as if the command were not there. The configuration is passed in a
+    file then, and the job runs and is profiled, its metadata in the capture."""
+    job, probe = tmp_path / "job.py", tmp_path / "nop.py"  # names of one length: the same argv size
+    job.write_text(
+        "import torch\n"
+        "model = torch.nn.Linear(4, 2)\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for _ in range(3):\n"
+        "    model(torch.randn(2, 4)).sum().backward(); opt.step(); opt.zero_grad()\n"
+        "print('trained')\n"
+    )
+    probe.write_text("")
+    base = clean_env()
+    most = _most_filler_that_starts([sys.executable, str(probe)], base)
+    if most is None:
+        pytest.skip("no limit on execve's arguments and environment is near here")
+    metadata = {f"key{i}": "m" * 4000 for i in range(6)}
+    config = tmp_path / "cfg.json"
+    config.write_text(json.dumps({"metadata": metadata}))
+    config.chmod(0o600)
+    out = tmp_path / "out"
+    # 4 KiB below the limit: npuprof's own longer command line starts, and the job does bare (the probe did)
+    env = _filled(base, most - 4096)
+    result = npuprof(
+        "run", "-o", str(out), "--no-analyse", "--config", str(config), *sched(1, 0, 1), "--",
+        sys.executable, str(job), env=env,
+    )  # fmt: skip
+    assert (result.returncode, result.stdout) == (0, "trained\n"), result.stderr[-2000:]
+    (rank_dir,) = rank_dirs(out)
+    written = json.loads((rank_dir / "profiler_metadata.json").read_text())
+    assert {key: written.get(key) for key in metadata} == metadata
+    assert list(out.glob(".npuprof_payload*")) == [], "the payload file outlived the run"
+
+
 # ---- #13 injection warnings ------------------------------------------------------------------------
 def _assert_warned(warnings: list[str], warned: str | None) -> None:
     """``warnings`` is one line naming Python's option ``warned`` as keeping npuprof out, or none."""
