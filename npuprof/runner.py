@@ -681,6 +681,7 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
     if problem:
         _note(f"cannot write the run record in {str(output)!r}: {problem}; the job runs without it")
     log.write(f"run {run_id} starts: {command_line(command)}")
+    _remove_payloads_left(output, run_id)
     _tell_an_outer_run(run_id, output)
     if disk_warning:
         log.write(disk_warning, "WARNING")
@@ -760,6 +761,45 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
     return _finish(end)
 
 
+def _remove_or_keep_the_payload(
+    payload: Any, record: run_record.RunRecord, log: _RunLog, run_id: str
+) -> None:
+    """The payload file removed at the run's end, but while processes of the job outlive it (a daemon the
+    job forked): each reads it when it imports torch, and one that had not yet went unprofiled, where the
+    summary said what they capture lands in -o (helper-336). Kept then, named in the record for the next
+    run into -o to remove once they have ended (_remove_payloads_left)."""
+    from npuprof.job_processes import outliving_the_job
+
+    outliving = outliving_the_job(run_id) if payload.file is not None else []
+    if not outliving:
+        payload.remove_file()
+        return
+    record.content["payload_kept"] = payload.file.name
+    log.write(
+        f"{payload.file.name} is kept for the {len(outliving)} process(es) of the job that outlive it (pid "
+        f"{', '.join(map(str, outliving[:10]))}), which read it as they import torch; the next npuprof run "
+        "into this directory removes it once they have ended"
+    )
+
+
+def _remove_payloads_left(output: Path, run_id: str) -> None:
+    """Remove the payload files that earlier runs on this host kept for processes of their job that outlived
+    them (_remove_or_keep_the_payload), once none of those processes runs. Another host's are left: its
+    processes are not seen from here."""
+    from npuprof.job_processes import processes_of_the_run
+
+    if not any(output.glob(".npuprof_payload.*.json")):
+        return
+    host = os.uname().nodename
+    for _, content in layout.read_run_records(output):
+        kept, other = content.get("payload_kept"), content.get("run_id")
+        if not isinstance(other, str) or kept != f".npuprof_payload.{other}.json" or other == run_id:
+            continue
+        if content.get("host") == host and not processes_of_the_run(other):
+            with contextlib.suppress(OSError):
+                os.unlink(output / kept)
+
+
 def _over_the_exec_limit(env: dict[str, str]) -> str:
     """What E2BIG means here: the command line and the environment are over the kernel's limit, the bytes
     npuprof put into the environment counted (its variables, and what it added to PYTHONPATH)."""
@@ -790,7 +830,7 @@ def _after_the_job(
     """The run record's end, the log's last line and the run summary, once the job has ended; ``replaced``:
     the output directory was removed and made again during the run."""
     log_path = log.path
-    payload.remove_file()
+    _remove_or_keep_the_payload(payload, record, log, run_id)
     _repeat_hidden_warnings(output, run_id)
     _forget_reported_warnings(output, run_id)
     captures = run_record.captures_of_run(output, run_id)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SCRIPTS, capture_record, clean_env, npuprof, rank_dirs, sched, small_tmpfs
+from conftest import SCRIPTS, capture_record, clean_env, npuprof, rank_dirs, sched, small_tmpfs, wait_for_end
 
 from npuprof import runner
 from npuprof.config import (
@@ -512,6 +512,57 @@ def test_metadata_at_the_limits_with_non_ascii_values_reaches_the_capture(
     written = json.loads((d / "profiler_metadata.json").read_text(encoding="utf-8"))
     assert {key: written.get(key) for key in metadata} == metadata
     assert list(out.glob(".npuprof_payload*")) == [], "the payload file outlived the run"
+
+
+def test_a_daemon_that_outlives_the_job_is_profiled_with_a_large_configuration(tmp_path: Path) -> None:
+    """A process of the job that outlives it (a daemon it forked) and imports torch after npuprof run has
+    ended was said to capture into -o ("what they capture lands in ... as they go"), but with a
+    configuration too large for the environment (64 KiB: metadata of quotes, each written \\") its agent
+    found the payload file removed at the run's end: "profiling is off in this process", no capture. The
+    file is kept while such a process runs, and the next run into -o removes it once they have ended."""
+    go, done = tmp_path / "go", tmp_path / "done"
+    job = tmp_path / "job.py"
+    job.write_text(
+        "import os, sys, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:  # the daemon: its own session, off the job's output\n"
+        "        null = os.open(os.devnull, os.O_RDWR)\n"
+        "        for fd in (0, 1, 2):\n"
+        "            os.dup2(null, fd)\n"
+        "        deadline = time.monotonic() + 120\n"
+        f"        while not os.path.exists({str(go)!r}) and time.monotonic() < deadline:\n"
+        "            time.sleep(0.05)\n"
+        "        import torch\n"
+        "        model = torch.nn.Linear(4, 2)\n"
+        "        opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "        for _ in range(4):\n"
+        "            model(torch.randn(2, 4)).sum().backward(); opt.step(); opt.zero_grad()\n"
+        f"        open({str(done)!r} + '.tmp', 'w').write(str(os.getpid()))\n"
+        f"        os.rename({str(done)!r} + '.tmp', {str(done)!r})\n"
+        "    os._exit(0)\n"
+        "os.wait()\n"
+    )
+    metadata = {f"key{i}": '"' * 4000 for i in range(12)}
+    config = tmp_path / "cfg.json"
+    config.write_text(json.dumps({"metadata": metadata}))
+    config.chmod(0o600)
+    out = tmp_path / "out"
+    result = npuprof(
+        "run", "-o", str(out), "--no-analyse", "--config", str(config), *sched(1, 0, 1), "--",
+        sys.executable, str(job),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "still run" in result.stderr, result.stderr[-2000:]
+    go.touch()  # npuprof run has ended: the daemon trains now
+    _wait_for(done.exists, "the daemon's training", timeout=120)
+    wait_for_end(int(done.read_text()))
+    (rank_dir,) = rank_dirs(out)
+    written = json.loads((rank_dir / "profiler_metadata.json").read_text())
+    assert {key: written.get(key) for key in metadata} == metadata
+    again = npuprof("run", "-o", str(out), "--", sys.executable, "-c", "pass")
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert list(out.glob(".npuprof_payload*")) == [], "the payload file outlived the daemon's next run"
 
 
 def test_env_payload_round_trips_inline_and_through_a_file(tmp_path: Path) -> None:
