@@ -795,6 +795,14 @@ class CaptureController:
             elif previous in (Action.WARMUP, Action.RECORD_AND_SAVE):
                 self._recount_after_capture()
                 return
+        if previous is Action.RECORD_AND_SAVE and wanted is not Action.NONE and _inside_backward():
+            # torch's step() would save the capture and start the next window's trace here, inside backward
+            # (INSIDE_BACKWARD): a stop saves it (as _recount_after_capture's), and _refusal says the rest
+            failed = self._close_quietly()
+            if failed is not None and self.sink is not None:
+                self.sink.abandon(f"finalising failed: {failed!r}")
+            self._decide_at(step)
+            return
         # The capture's files are begun before torch starts recording, so that their cost is not in the
         # first recorded step; after a window that saves at this boundary, once it is saved (one capture
         # at a time).
@@ -876,6 +884,9 @@ class CaptureController:
         if user_profiler.running() or _profiler_already_enabled():
             user_profiler.report(self.log, step)
             return False, "the script's own profiler is running (npuprof records nothing meanwhile)"
+        if _inside_backward():
+            self.log.warn_once("inside-backward", f"capture at step {step} skipped: {INSIDE_BACKWARD}")
+            return False, "the step boundary came inside a backward pass, where torch's profiler cannot start"
         if self.space is not None and not self.space.ok_for(self.cfg.output):
             message = f"capture at step {step} skipped: {self.space.describe(self.cfg.output)}"
             self.windows_skipped += 1
@@ -1585,6 +1596,27 @@ class _DriverGuard:
             self.controller.driver_ended(self.token, self.died_of)
         except Exception:  # never from a finaliser: the capture stays "capturing" (read as interrupted)
             pass
+
+
+# An optimizer stepped from an autograd hook (the optimizer-in-backward recipe: one optimizer a parameter,
+# stepped by register_post_accumulate_grad_hook) ends each step inside backward. torch's profiler started
+# there runs in the engine's copy of the thread's state, which backward's end discards: "Leaked callback
+# handle", then SIGSEGV at the capture's export (exit 139), as a bare torch.profiler's step() there does.
+INSIDE_BACKWARD = (
+    "its step boundary came inside a backward pass (an optimizer stepped from an autograd hook, as the "
+    "optimizer-in-backward recipe does), where torch's profiler cannot start (started there, it crashes the "
+    "process); training goes on. Name the function of one iteration to capture: --step-on "
+    "__main__:train_step"
+)
+
+
+def _inside_backward() -> bool:
+    """Whether this thread runs inside autograd's engine (a hook, a custom Function's backward)."""
+    current = getattr(getattr(sys.modules.get("torch"), "_C", None), "_current_graph_task_id", None)
+    try:
+        return current is not None and current() != -1
+    except Exception:
+        return False
 
 
 def _profiler_already_enabled() -> bool:
