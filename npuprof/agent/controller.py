@@ -198,6 +198,9 @@ class CaptureController:
         self._notes_for_next: list[str] = []  # for the capture that begins next
         self._armed_on: int | None = None  # the thread that armed us (made the first optimizer, say)
         self._profiler_failed = ""  # prof.start() / prof.step() raised: when (see _must_not_stop)
+        # why no capture may open any more: the process is exiting and npuprof's exit hook, which finalises
+        # one, has run (steps in an atexit handler run after it: Agent._at_exit)
+        self.closed_for_exit = ""
         self._hooks = ProfileHookWatch(log)  # --with-stack and the job's own sys.setprofile hook
         self._loader_worker: bool | None = None  # this process is a DataLoader worker (once known)
         bind = getattr(plan, "bind", None)
@@ -884,6 +887,14 @@ class CaptureController:
         if user_profiler.running() or _profiler_already_enabled():
             user_profiler.report(self.log, step)
             return False, "the script's own profiler is running (npuprof records nothing meanwhile)"
+        if self.closed_for_exit:
+            self.log.warn_once(
+                "closed-for-exit",
+                f"capture at step {step} skipped: the process is exiting ({self.closed_for_exit}), and a "
+                "capture opened now could not be finalised (torch's profiler left running crashed the "
+                "process at its end, SIGSEGV); training goes on",
+            )
+            return True, f"the process is exiting ({self.closed_for_exit})"
         if _inside_backward():
             self.log.warn_once("inside-backward", f"capture at step {step} skipped: {INSIDE_BACKWARD}")
             return False, "the step boundary came inside a backward pass, where torch's profiler cannot start"

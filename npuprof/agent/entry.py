@@ -460,6 +460,10 @@ class Agent:
             self._finalise_at_exit(ended_by)
         finally:
             decision_ends(exiting=True)
+            if ended_by == "training ended":  # (an exec may fail, and the script train on)
+                # steps after this (an atexit handler of the script registered before torch was imported,
+                # run after this one) would open a capture that nothing finalises
+                self.controller.closed_for_exit = "its steps run in an atexit handler, after npuprof's"
 
     def _finalise_at_exit(self, ended_by: str) -> None:
         # A Ctrl-C now (the job is ending: a KeyboardInterrupt would only interrupt this finalise, as
