@@ -317,7 +317,14 @@ class CaptureController:
 
     def _decide(self) -> None:
         """``_sync`` under the lock; when another thread holds it, this boundary takes no decision (the
-        next one will), it never waits."""
+        next one will), it never waits. A boundary reached inside a decision of its own thread (a signal
+        handler of the script's that steps, a SIGALRM timer driving training, interrupted it; the lock is
+        re-entrant) takes none either, and is not counted: part of the step in flight, as torch's profiler,
+        not stepped there, sees it. Re-entered, the decision failed mid-way (an import of npuprof's half
+        done: "cannot import name ... from partially initialized module") and profiling stopped."""
+        if self._deciding and self.inside_a_decision():
+            self.step -= 1  # (only on_boundary's reach here inside a decision: tick's never decide there)
+            return
         try:
             raised = more_stack()
         except RecursionError:  # no frame left for a decision here (nothing held yet): a later one takes it
