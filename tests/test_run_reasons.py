@@ -752,6 +752,22 @@ def test_a_rank_whose_profiling_stopped_after_an_error_is_named_beside_the_other
     assert "ValueError" not in said, said  # another run's agent
 
 
+def test_a_process_that_logged_two_internal_errors_is_one_process_whose_profiling_stopped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """helper-336: one process whose decision failed twice (re-entered from a signal handler's step) was
+    said "profiling stopped after an internal error in 2 process(es)"."""
+    said = _summary_of_one_capture(
+        tmp_path,
+        capsys,
+        TWO_RANKS_READY
+        + "2026-12-03 00:00:02 [ERROR] [agent pid=8] capture control failed at step 8: ImportError('first')\n"
+        "2026-12-03 00:00:02 [ERROR] [agent pid=8] capture control failed at step 9: ImportError('again')\n",
+    )
+    stopped = "profiling stopped after an internal error in 1 process(es), which recorded nothing after it"
+    assert f"{stopped} (rank 1: capture control failed at step 8: ImportError('first')); see" in said, said
+
+
 def test_windows_a_forked_child_skipped_count_though_it_logged_no_count_at_its_exit(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

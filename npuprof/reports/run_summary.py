@@ -1323,17 +1323,18 @@ def _ranks_left_out(agents: list[tuple[str, str, str]], cfg: ProfileConfig) -> s
 
 def _profiling_stopped(agents: list[tuple[str, str, str]]) -> list[str]:
     """One line for each process of this run whose agent stopped profiling after an internal error: its
-    rank and the error's first line."""
+    rank and its first error's first line (a process that logged two, a decision re-entered from a signal
+    handler's step, was counted as two processes)."""
     ranks: dict[str, str] = {}
-    stopped: list[str] = []
+    stopped: dict[str, str] = {}
     for pid, level, message in agents:
         if ready := _READY.match(message):
             ranks[pid] = _rank_of(ready)
-        elif level == "ERROR" and message.startswith(CONTROL_FAILED):
+        elif level == "ERROR" and message.startswith(CONTROL_FAILED) and pid not in stopped:
             rank = ranks.get(pid, "None")
             who = f"pid {pid}" if rank == "None" else f"rank {rank}"
-            stopped.append(f"{who}: {_short(message)}")
-    return stopped
+            stopped[pid] = f"{who}: {_short(message)}"
+    return list(stopped.values())
 
 
 def _why_not_finalised(capture: CaptureSummary, agents: list[tuple[str, str, str]]) -> str:
