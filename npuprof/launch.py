@@ -746,6 +746,16 @@ def counts_as_ctrl_c(interrupts: list[float]) -> bool:
     return True
 
 
+@dataclasses.dataclass
+class _Forwarding:
+    """What _forward_signals yields."""
+
+    received: list[int]  # every signal received, less the copies of a Ctrl-C
+    # told the job's pid once it is spawned: the signals that came while it was being started are passed on
+    # from there, as any later one is
+    job_started: Callable[[int], None]
+
+
 @contextlib.contextmanager
 def _forward_signals(
     pgid_holder: list[int],
@@ -754,7 +764,7 @@ def _forward_signals(
     interrupts: list[float] | None = None,
     terminal: _Terminal | None = None,
     first_came: dict[int, float] | None = None,
-) -> Iterator[list[int]]:
+) -> Iterator[_Forwarding]:
     """Pass the launcher's signals on to the job's process group; a second SIGINT while the job still runs
     kills the group and every other process of the run (SIGKILL): torchrun's workers lead sessions of their
     own, and torchrun killed so cannot end them. A signal ignored when npuprof started stays ignored, in the
@@ -762,11 +772,13 @@ def _forward_signals(
     gone (the job reaped, before run_child blocks them) go to ``unreached`` too: they were the launcher's
     alone. ``interrupts`` gets the time of each Ctrl-C that counted (a SIGINT's copy within SAME_CTRL_C_S is
     none), ``first_came`` the time each signal first came. ``terminal``: one the launcher's group holds
-    while the job runs is given to the job first."""
+    while the job runs is given to the job first. An empty ``pgid_holder``: the job is not started yet;
+    what comes meanwhile is held until ``job_started``."""
     received: list[int] = []
     interrupts = [] if interrupts is None else interrupts
     first_came = {} if first_came is None else first_came
     killing: list[bool] = []  # non-empty while the handler kills the run's processes
+    held: list[tuple[int, int]] = []  # (signal, its Ctrl-C number) received before the job was started
 
     def forward(signum: int, frame: object) -> None:
         # one Ctrl-C passed on again by a wrapper (`timeout`) arrives twice: one, and passed on once (a
@@ -778,16 +790,27 @@ def _forward_signals(
             return
         received.append(signum)
         first_came.setdefault(signum, time.monotonic())
-        ctrl_c = len(interrupts)  # this one's number, if a Ctrl-C
         if not pgid_holder:
-            return  # not started yet: run_child passes it on once it is
+            held.append((signum, len(interrupts)))
+            return
+        pass_on(signum, len(interrupts))
+
+    def job_started(pid: int) -> None:
+        pgid_holder.append(pid)  # from here the handler passes on what comes itself
+        while held:
+            pass_on(*held.pop(0))
+
+    def pass_on(signum: int, ctrl_c: int) -> None:
+        """One way for a signal received while the job runs and for one held while it was started: passed
+        on without the SIGCONT below, a held SIGTERM never reached a job that had stopped itself as it
+        started (helper-334)."""
         if terminal is not None and not (terminal.stopped_with_the_job or terminal.job_ended):
             # a shell's `fg` of a running job gave the launcher's group the terminal (see
             # _ctrl_z_at_the_launchers_group): its Ctrl-C came here, and a second one, which a job that
             # stops gracefully at the first takes as "now", killed the run (SIGKILL). The job gets the
             # terminal, and its next Ctrl-C, itself.
             terminal.give_to(pgid_holder[0])
-        if signum == signal.SIGINT and len(interrupts) >= 2:
+        if signum == signal.SIGINT and ctrl_c >= 2:  # ctrl_c: this one's number among the Ctrl-Cs
             if killing:  # a flood of SIGINTs lands here again while the processes are listed (helper-96)
                 return
             killing.append(True)
@@ -821,7 +844,7 @@ def _forward_signals(
             if signal.getsignal(sig) != signal.SIG_IGN:
                 previous[sig] = signal.signal(sig, forward)
     try:
-        yield received
+        yield _Forwarding(received, job_started)
     finally:
         for sig, handler in previous.items():
             with contextlib.suppress(OSError, ValueError):
@@ -1089,7 +1112,7 @@ def run_child(
     with (
         contextlib.closing(terminal),
         _terminal_signals_ignored() as reset_in_child,
-        _forward_signals(pgid, run_id, unreached, interrupts, terminal, first_came) as received,
+        _forward_signals(pgid, run_id, unreached, interrupts, terminal, first_came) as forwarding,
         _continued_with_the_launcher(pgid, terminal),
         _ctrl_z_at_the_launchers_group(pgid, terminal),
         _resizes_reach_the_job(pgid, terminal),
@@ -1102,10 +1125,8 @@ def run_child(
             raise LaunchError(f"command not executable: {command[0]!r}", 126) from None
         except OSError as exc:  # a shell's exit code for a command found that cannot run: 126
             raise LaunchError(f"cannot start {command[0]!r}: {exc.strerror or exc}", 126, exc.errno) from None
-        pgid.append(pid)
+        forwarding.job_started(pid)  # (passes on those that came while it was being started)
         terminal.give_to(pid)
-        for signum in dict.fromkeys(received):  # those that came while it was being started
-            _kill_group(pid, signum)
         if terminal.ctrl_z_before_the_job:
             _kill_group(pid, signal.SIGTSTP)
         if on_start is not None:
@@ -1121,6 +1142,7 @@ def run_child(
         finally:
             terminal.take_back(pid)
     # once the group is gone every later signal finds it gone: the unreached ones are the last received
+    received = forwarding.received
     forwarded = received[: len(received) - len(unreached)]
     terminal.job_stops.continued()  # (ended stopped: killed)
     stopped_s = terminal.job_stops.total_s

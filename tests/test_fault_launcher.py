@@ -1247,13 +1247,13 @@ def test_a_sigint_flood_while_the_job_is_killed_does_not_enter_the_kill_again(
     monkeypatch.setattr(job_processes, "processes_of_the_run", flooded)
     monkeypatch.setattr(launch, "SAME_CTRL_C_S", -1.0)  # every SIGINT a Ctrl-C of its own
     try:
-        with launch._forward_signals([job.pid], "run-x") as received:
+        with launch._forward_signals([job.pid], "run-x") as forwarding:
             handler = signal.getsignal(signal.SIGINT)
             handler(signal.SIGINT, None)  # type: ignore[operator]
             handler(signal.SIGINT, None)  # type: ignore[operator]
         assert job.wait(timeout=10) == -signal.SIGKILL
         assert len(listings) == 1
-        assert len(received) == 52
+        assert len(forwarding.received) == 52
     finally:
         _kill_quietly(job.pid, group=True)
 
@@ -1287,7 +1287,7 @@ def test_one_ctrl_c_received_twice_reaches_the_job_once(monkeypatch: pytest.Monk
                            start_new_session=True)  # fmt: skip
     try:
         assert job.stdout is not None and job.stdout.readline() == "ready\n"
-        with launch._forward_signals([job.pid]) as received:
+        with launch._forward_signals([job.pid]) as forwarding:
             handler = signal.getsignal(signal.SIGINT)
             handler(signal.SIGINT, None)  # type: ignore[operator]
             assert job.stdout.readline() == "got 1\n"  # its handler has run: a second copy would count
@@ -1295,7 +1295,7 @@ def test_one_ctrl_c_received_twice_reaches_the_job_once(monkeypatch: pytest.Monk
         os.kill(job.pid, signal.SIGUSR1)  # after the SIGINTs sent: Python runs SIGINT's handler first
         assert job.wait(timeout=10) == 0
         assert job.stdout.read() == "1\n"
-        assert received == [signal.SIGINT]  # the copy was not passed on: not among those received
+        assert forwarding.received == [signal.SIGINT]  # the copy was not passed on: not among those received
     finally:
         _kill_quietly(job.pid, group=True)
 
@@ -1312,12 +1312,12 @@ def test_a_second_ctrl_c_after_the_job_was_reaped_kills_nothing_and_says_nothing
     job.wait(timeout=10)
     monkeypatch.setattr(launch, "SAME_CTRL_C_S", -1.0)  # every SIGINT a Ctrl-C of its own
     unreached: list[int] = []
-    with launch._forward_signals([job.pid], "run-gone", unreached) as received:
+    with launch._forward_signals([job.pid], "run-gone", unreached) as forwarding:
         handler = signal.getsignal(signal.SIGINT)
         handler(signal.SIGINT, None)  # type: ignore[operator]
         handler(signal.SIGINT, None)  # type: ignore[operator]
     assert "killed" not in capsys.readouterr().err
-    assert received == unreached == [signal.SIGINT, signal.SIGINT]
+    assert forwarding.received == unreached == [signal.SIGINT, signal.SIGINT]
 
 
 @pytest.mark.parametrize("limit", [40, 66])
@@ -1804,6 +1804,58 @@ def test_a_sigcont_to_the_launcher_continues_a_stopped_job(monkeypatch: pytest.M
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, launch.FORWARDED_SIGNALS)  # run_child leaves them held
     assert (end.returncode, end.forwarded) == (-signal.SIGINT, [signal.SIGINT])
+
+
+@pytest.mark.parametrize(
+    ("sent", "ends_by"),
+    [((signal.SIGTERM,), -signal.SIGTERM), ((signal.SIGINT, signal.SIGINT), -signal.SIGKILL)],
+    ids=["SIGTERM", "two Ctrl-Cs"],
+)
+def test_a_signal_that_comes_while_the_job_is_started_is_passed_on_as_any_other(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    sent: tuple[int, ...],
+    ends_by: int,
+) -> None:
+    """helper-334 (the SIGSTKFLT test's CI failure): a signal that came between the job's spawn and the
+    launcher's noting its pid was passed on bare, where one that came later was followed by SIGCONT for a
+    job that was stopped: a job that stopped itself at once (SIGSTOP, waiting for a debugger) never took a
+    SIGTERM, and `npuprof run` never ended; two Ctrl-Cs there reached it as one SIGINT, never the
+    second-Ctrl-C kill. In-process: the signals reach this process as the spawn returns, the job stopped."""
+    import threading
+
+    from npuprof import launch
+
+    monkeypatch.setattr(launch, "SAME_CTRL_C_S", -1.0)  # every SIGINT a Ctrl-C of its own
+    job_code = (
+        "import os, signal, time\n"
+        "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+        "os.kill(os.getpid(), signal.SIGSTOP)\n"
+        "time.sleep(60)\n"
+    )
+    spawn = launch._spawn
+    never_continued: list[threading.Timer] = []
+    fired: list[bool] = []
+
+    def started_stopped_then_signalled(*args: Any) -> int:
+        pid = spawn(*args)
+        never_continued.append(threading.Timer(30, lambda: (fired.append(True), _kill_quietly(pid))))
+        never_continued[0].start()
+        _wait_for(lambda: _state(pid) == "T", "the job to stop itself")
+        for signum in sent:
+            os.kill(os.getpid(), signum)  # its handler (run_child's forwarder) runs before the return
+        return pid
+
+    monkeypatch.setattr(launch, "_spawn", started_stopped_then_signalled)
+    try:
+        end = launch.run_child([sys.executable, "-c", job_code], dict(os.environ))
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, launch.FORWARDED_SIGNALS)  # run_child leaves them held
+        for timer in never_continued:
+            timer.cancel()
+    assert not fired, "the job stayed stopped with the signal pending (killed after 30 s)"
+    assert (end.returncode, end.forwarded) == (ends_by, list(sent))
+    assert ("second SIGINT (Ctrl-C): killed" in capsys.readouterr().err) == (len(sent) == 2)
 
 
 def test_the_time_the_job_was_stopped_is_said_apart_from_the_time_it_ran(
