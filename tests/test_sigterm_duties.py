@@ -156,3 +156,27 @@ def test_a_sigterm_held_past_the_limit_names_what_held_it(
     assert died == [(signal.SIGTERM, held_at + 20.0)]  # a hold's 20 s (docs/architecture.md, "Signals")
     (line,) = [line for line in log_path.read_text().splitlines() if "took over" in line]
     assert f"SIGTERM during {named} that took over" in line, line
+
+
+def test_a_watcher_woken_once_the_handler_ended_the_capture_leaves_the_hand_over_to_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """helper-334 (test_sigterm_training_thread, ~5 % of runs on a loaded host): the watcher, woken late by
+    the SIGTERM, found the capture ended (the handler had it finished by the training thread) and took
+    that for nothing to finish: it killed the process at once, in the middle of the handler's hand-over
+    (its "handed over" never said). The handler, under way, ends the process itself: the watcher only
+    bounds it (HANDLER_LIMIT_S, 20 s: docs/architecture.md, "Signals"). On the clock that moves only by
+    the code's pauses."""
+    clock = PausesOnlyClock()
+    clock.take_part()  # the test's thread: it stands in for the watcher
+    monkeypatch.setattr(sigterm_clock, "CLOCK", clock)
+    died: list[tuple[int, float]] = []
+    monkeypatch.setattr(signals, "_die_of", lambda signum: died.append((signum, clock.monotonic())))
+    with guard_in_this_process() as guard:
+        assert guard.install()
+        arrived = guard._note_arrival()
+        guard._handler_started.set()  # the main thread's handler runs (as _handle sets it going): it asked
+        guard._finalising = True  # for the finish...
+        guard.capture_ended(None)  # ... which the thread has done, the hand-over still to come
+        guard._give_handler_time()  # the watcher, woken only now
+    assert died == [(signal.SIGTERM, arrived + 20.0)]

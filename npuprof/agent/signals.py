@@ -759,6 +759,14 @@ class SigtermGuard:
 
     def _give_handler_time(self) -> None:
         arrived, duties = self._note_arrival(), self._duties
+        if self._handler_started.is_set():
+            # a watcher woken late (a loaded host) finds the handler under way: it ends the process once its
+            # hand-over is done. The duty it has ended meanwhile (the capture it finished) is no sign that
+            # nothing is left: dying of it here cut that hand-over short (helper-334). (Read after the
+            # duties: not started then, the handler had not changed them.)
+            sigterm_clock.CLOCK.wait_until(threading.Event(), _handler_deadline(arrived))
+            self._finish_took_too_long(arrived)
+            return
         kept = duties.pending_copy()
         if duties.nothing_to_finish():  # nothing for the handler to save: dies as without npuprof
             _die_of(signal.SIGTERM)
