@@ -6,10 +6,10 @@ drives a profiler of the test's, whose step() blocks until the test says."""
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -26,6 +26,9 @@ from npuprof.config import ProfileConfig
 out, block_s, on = sys.argv[1], float(sys.argv[2]), sys.argv[3]
 mid_step = on == "thread-mid-step"  # the thread's step 2 (between two boundaries) lasts block_s instead
 controller_module.OTHER_THREAD_WAIT_S = 0.1  # the 2 s the handler waits for another thread, made short
+# the 1 s the watcher gives the main thread to start the handler, made long: this test is not about a main
+# thread blocked outside Python, and a loaded host may run this one that late
+signals.HANDLER_GRACE_S = 60.0
 blocked, signalled, released = threading.Event(), threading.Event(), threading.Event()
 
 def block():  # block_s from the handler's start, not from a killer's sleep that a loaded host stretches
@@ -60,9 +63,11 @@ controller = CaptureController(
 )
 
 def on_term():
+    began = time.monotonic()
     signalled.set()
     controller.finish_on_sigterm()
     print("handed over" if released.is_set() else "handed over inside the decision", file=sys.stderr)
+    print(f"the finish took {time.monotonic() - began:.3f} s", file=sys.stderr)
 
 guard = signals.SigtermGuard(on_term, Log())
 assert guard.install()
@@ -113,7 +118,6 @@ def test_sigterm_while_the_recording_thread_decides_finalises_the_capture_first(
     out = tmp_path / "capture"
     script = tmp_path / "mid_decision.py"
     script.write_text(_DECISION_BLOCKED_AT_SIGTERM)
-    start = time.monotonic()
     proc = subprocess.run(
         [sys.executable, str(script), str(out), "0.6", on],
         env=clean_env(),
@@ -121,12 +125,15 @@ def test_sigterm_while_the_recording_thread_decides_finalises_the_capture_first(
         text=True,
         timeout=60,
     )
-    took = time.monotonic() - start
     assert proc.returncode == -signal.SIGTERM, proc.stderr
     assert out.read_text() == f"{kept} stopped by SIGTERM", proc.stderr
     assert " ".join(filter(None, ["handed over", when])) + "\n" in proc.stderr, proc.stderr
     assert "lived on" not in proc.stderr, proc.stderr
-    assert took < 20, took  # within the 20 s the handler is given (HANDLER_LIMIT_S)
+    # the handler's own time, not the job's (a loaded host's start of Python and imports was most of it):
+    # done as the 0.6 s block ends, not at the end of the 10 s a decision is waited for (docs/architecture.md,
+    # "Signals"), nor at the watcher's cut 20 s after the signal
+    took = float(re.search(r"the finish took ([0-9.]+) s", proc.stderr)[1])  # type: ignore[index]
+    assert took < 10.0, proc.stderr
 
 
 _SIGTERM_WHILE_TORCH_STARTS = with_controller_pieces("""\
@@ -139,6 +146,7 @@ from npuprof.agent.schedule import SchedulePlan
 from npuprof.config import ProfileConfig
 
 out, warmup, at = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+signals.HANDLER_GRACE_S = 60.0  # (as above: the main thread is not blocked outside Python here)
 
 # (CONTROLLER_LOG)
 class Schedule:
