@@ -31,6 +31,7 @@ def on_term():
 def workers_check(signum, frame):  # as torch's DataLoader SIGCHLD check, the workers dead of the SIGTERM
     raise RuntimeError("DataLoader worker (pid 1) is killed by signal: Terminated.")
 
+signals.HANDLER_GRACE_S = 60.0  # (the watcher's 1 s for a main thread blocked outside Python: none here)
 guard = signals.SigtermGuard(on_term, Log())
 assert guard.install()
 signal.signal(signal.SIGUSR1, workers_check)
@@ -74,6 +75,7 @@ def on_term():  # the capture stopped, then its hand-over: a Ctrl-C comes in bet
     with open(sys.argv[1], "w") as f:
         f.write("handed over")
 
+signals.HANDLER_GRACE_S = 60.0  # (the watcher's 1 s for a main thread blocked outside Python: none here)
 guard = signals.SigtermGuard(on_term, Log())
 assert guard.install()
 os.kill(os.getpid(), signal.SIGTERM)
