@@ -168,7 +168,11 @@ assert isinstance(wrap, ChildSignalWrap) and wrap.handler is reaper, wrap
 try:  # the child's SIGCHLD may come before the fork returns here
     if os.fork() == 0:
         os._exit(0)
-    time.sleep(10)
+    # short sleeps: a SIGCHLD the kernel gives npuprof's watcher thread does not end one sleep of the main
+    # thread's, whose handler then ran only once a single 10 s sleep was over
+    until = time.monotonic() + 30
+    while time.monotonic() < until:
+        time.sleep(0.01)
 except RuntimeError as exc:
     print("the script's handler ran:", exc)
 os.wait()
