@@ -862,6 +862,7 @@ class _Terminal:
         self.said_left_stopped = False
         self.job_ended = False  # the job was reaped: nothing to give the terminal to
         self.ctrl_z_before_the_job = False  # a Ctrl-Z came as the job was started
+        self.continued_before_the_job = False  # a SIGCONT came as the job was started
         self.job_stops = _JobStops()  # told by the wait (_wait), which is given this object
         self._opened = False
         self.fd = _terminal_on_stdin()
@@ -970,7 +971,12 @@ def _continued_with_the_launcher(pgid_holder: list[int], terminal: _Terminal) ->
 
     def continued(signum: int, frame: object) -> None:
         terminal.continued += 1
-        if not pgid_holder or terminal.stopped_with_the_job or terminal.job_ended:
+        if not pgid_holder:
+            # run_child continues the job once it runs, as here: `timeout -s INT`'s SIGCONT that came as the
+            # job was started, stopped by then, was lost, the SIGINT held for it pending (helper-334)
+            terminal.continued_before_the_job = True
+            return
+        if terminal.stopped_with_the_job or terminal.job_ended:
             return
         # `fg` of a launcher stopped alone (`kill -TSTP`): the shell gave the terminal to its group, where the
         # job, which ran on, would not have it
@@ -1129,6 +1135,8 @@ def run_child(
         terminal.give_to(pid)
         if terminal.ctrl_z_before_the_job:
             _kill_group(pid, signal.SIGTSTP)
+        elif terminal.continued_before_the_job and _stopped(pid):
+            _kill_group(pid, signal.SIGCONT)
         if on_start is not None:
             with contextlib.suppress(Exception):  # never the job's wait
                 on_start(pid)
