@@ -341,22 +341,45 @@ def test_a_rank_above_by_its_mean_alone_is_told_why_it_is_no_outlier() -> None:
     assert lines[3].endswith("+30.0% vs the median): within the normal spread")
 
 
-def test_two_ranks_not_judged_are_told_the_flag_that_captures_enough_steps() -> None:
+def test_two_ranks_not_judged_are_told_the_flag_that_captures_enough_steps(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """helper-313: a 2-rank DDP job (rank 1 sleeping 30 ms a step) under the default schedule (3 steps) was
     told "not judged: ... they have 3 (capture more steps)", naming no flag; rerun with --active 5 the same
     job's rank 1 was judged an outlier. The line names that flag; 5 is the rule's count of shared steps,
-    which the 5-step case below checks is enough to judge."""
+    which the 5-step case below checks is enough to judge. (helper-341: said once, after the rank lines,
+    as information: it was a verdict on each of the two lines, which every default 2-rank run printed.)"""
     from rich.console import Console
 
-    from npuprof.reports.terminal import _say_rank
+    from npuprof.analysis.report_schema import Slowest, Straggler
+    from npuprof.reports.terminal import _say_too_few_steps
 
+    monkeypatch.delenv("NPUPROF_COMMAND", raising=False)  # npuprof run as `npuprof`
     times = {0: {s: 1000.0 for s in range(5)}, 1: {s: 1800.0 for s in range(5)}}
     judged = slowest_rank({0: 1000.0, 1: 1800.0}, {0: 1000.0, 1: 1800.0}, times)
     assert judged is not None and judged.outlier is True and judged.too_few_steps is msgspec.UNSET
     console = Console(record=True, width=300)
-    _say_rank(console, "rank the others wait for", 1, "busy 35.440 ms", 91.0, False, False, 3, None, 2)
+    slow = Slowest(
+        rank=1,
+        mean_step_us=1800.0,
+        median_us=1400.0,
+        slower_than_median_pct=28.57,
+        modified_z=None,
+        outlier=False,
+        too_few_steps=3,
+    )
+    waited = Straggler(
+        rank=0,
+        busy_us=35440.0,
+        median_busy_us=18555.0,
+        busier_than_median_pct=91.0,
+        modified_z=None,
+        outlier=False,
+        too_few_steps=3,
+    )
+    _say_too_few_steps(slow, waited, console)
     said = console.export_text().strip()
-    assert said.endswith(
-        "not judged: with 2 ranks it takes 5 whole steps both have, and they have 3 "
-        "(capture more: npuprof run --active 5 or more)"
+    assert said == (
+        "whether rank 1 or rank 0 is an outlier: not told by 3 steps (with 2 ranks it takes 5 whole steps "
+        "both have, which npuprof run --active 5 or more captures)"
     ), said

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from analyse_support.handmade import cpu_trace, with_steps, write_rank_dir
 
 from npuprof.analysis.report import build_report, far_apart_steps, repeated_steps
@@ -292,3 +293,39 @@ def _json_fields(value: object) -> dict:
     import msgspec
 
     return msgspec.to_builtins(value)
+
+
+def test_two_ranks_with_the_default_schedules_few_steps_get_one_line_of_information(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new user: every 2-rank run under the default schedule (3 steps) printed "not judged ... capture
+    more: npuprof run --active 5 or more" twice, on the slowest rank's line and on the waited-for rank's: a
+    warning every default run gives. The rank lines now give their figures, and one line says, once, that
+    3 steps cannot tell an outlier and which flag captures enough (helper-313's point kept)."""
+    import io
+
+    from rich.console import Console
+
+    from npuprof.reports import terminal
+
+    monkeypatch.delenv("NPUPROF_COMMAND", raising=False)  # npuprof run as `npuprof` (a suite run inside one)
+    slow = {6: 1500, 7: 1500, 8: 1500}  # rank 1: 50% longer in each of the 3 steps
+    _rank_dir(tmp_path, 0, 2, {6: 1000, 7: 1000, 8: 1000})
+    _rank_dir(tmp_path, 1, 2, slow)
+    out = io.StringIO()
+    terminal.render_table(build_report(tmp_path, jobs=1), Console(file=out, width=400))
+    lines = [line.strip() for line in out.getvalue().splitlines()]
+    # rank 1's mean 1.500 ms, the median of the two 1.250 ms: +20.0%; busy (the step less cpu_trace's 200 µs
+    # of exposed all_reduce in the first step): rank 1 (1300+1500+1500)/3, rank 0 (800+1000+1000)/3
+    busy1, busy0 = (1300 + 1500 + 1500) / 3, (800 + 1000 + 1000) / 3
+    above = (busy1 - (busy1 + busy0) / 2) / ((busy1 + busy0) / 2) * 100
+    assert "slowest rank: 1 (mean step 1.500 ms, +20.0% vs the median)" in lines, lines
+    assert (
+        f"rank the others wait for: 1 (busy {busy1 / 1000:.3f} ms a step outside exposed communication, "
+        f"{above:+.1f}% vs the median)"
+    ) in lines, lines
+    told = [line for line in lines if "outlier" in line or "judged" in line]
+    assert told == [
+        "whether rank 1 is an outlier: not told by 3 steps (with 2 ranks it takes 5 whole steps both have, "
+        "which npuprof run --active 5 or more captures)"
+    ], lines

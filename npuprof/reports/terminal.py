@@ -14,7 +14,15 @@ from rich.markup import escape
 from rich.table import Table
 
 from npuprof.analysis import vocabulary as vocab
-from npuprof.analysis.report_schema import RankReport, Report, ReportStep, StartSkew, json_value
+from npuprof.analysis.report_schema import (
+    RankReport,
+    Report,
+    ReportStep,
+    Slowest,
+    StartSkew,
+    Straggler,
+    json_value,
+)
 from npuprof.analysis.step_fields import OPTIONAL_ORDER, STEP_TIME_FIELDS
 from npuprof.invocation import npuprof_cmd
 from npuprof.reports.text import printable, shorten_middle, shorten_range_name
@@ -493,7 +501,7 @@ def _render_cross_rank(report: Report, console: Console) -> None:
                 slow.rank,
                 figure,
                 *standing,
-                slow.too_few_steps,
+                slow.too_few_steps is not msgspec.UNSET,
                 slow.modified_z,
                 len(ranks),
             )
@@ -502,17 +510,17 @@ def _render_cross_rank(report: Report, console: Console) -> None:
             busy = f"busy {_ms(waited_for.busy_us)} ms a step outside exposed communication"
             above = waited_for.busier_than_median_pct
             standing = (above, waited_for.outlier, waited_for.busy_us <= waited_for.median_busy_us)
-            few = waited_for.too_few_steps
             _say_rank(
                 console,
                 "rank the others wait for",
                 waited_for.rank,
                 busy,
                 *standing,
-                few,
+                waited_for.too_few_steps is not msgspec.UNSET,
                 waited_for.modified_z,
                 len(ranks),
             )
+        _say_too_few_steps(slow, waited_for, console)
         if cross.start_skew:
             worst = max(cross.start_skew, key=lambda s: s.skew_us)
             if worst.skew_us <= 0:
@@ -586,24 +594,20 @@ def _say_rank(
     above: float,
     outlier: bool,
     at_median: bool,
-    too_few_steps: int | msgspec.UnsetType = msgspec.UNSET,
+    undecided: bool = False,
     z: float | None = None,
     ranks: int = 0,
 ) -> None:
-    """One line naming a rank, its figure and how far above the median it is, and whether it is an outlier
-    (or, for 2 ranks sharing too few steps, that this cannot be told); ``z``: its modified z-score;
-    ``ranks``: how many are compared."""
+    """One line naming a rank, its figure and how far above the median it is, and whether it is an outlier;
+    ``undecided``: 2 ranks sharing too few steps to tell, the figures alone (:func:`_say_too_few_steps`
+    says why, once); ``z``: its modified z-score; ``ranks``: how many are compared."""
     if at_median:  # the largest figure is the median's: no rank stands out (e.g. all equal)
         console.print(f"{what}: none stands out (the largest, rank {rank}'s {figure}, is the median)")
         return
-    if too_few_steps is not msgspec.UNSET:
-        from npuprof.analysis.report import SMALL_GROUP_STEPS
-
-        verdict = (
-            f"not judged: with 2 ranks it takes {SMALL_GROUP_STEPS} whole steps both have, and they have "
-            f"{too_few_steps} (capture more: npuprof run --active {SMALL_GROUP_STEPS} or more)"
-        )
-    elif outlier:
+    if undecided:
+        console.print(f"{what}: {rank} ({figure}, {above:+.1f}% vs the median)")
+        return
+    if outlier:
         verdict = "[bold red]an outlier[/bold red]"
     else:
         from npuprof.analysis.report import OUTLIER_MIN_EXCESS, OUTLIER_Z, SMALL_GROUP_EXCESS
@@ -614,6 +618,26 @@ def _say_rank(
         if z is None and above > SMALL_GROUP_EXCESS * 100:
             verdict += _above_by_its_mean_alone(ranks)
     console.print(f"{what}: {rank} ({figure}, {above:+.1f}% vs the median): {verdict}")
+
+
+def _say_too_few_steps(
+    slow: Slowest | None, waited_for: Straggler | msgspec.UnsetType | None, console: Console
+) -> None:
+    """One line, as information, after the rank lines that 2 ranks sharing too few steps leave undecided:
+    whether the rank is an outlier cannot be told from so few steps (README, "Analysing": why 5, and
+    why the default schedule stays at 3). It was a "not judged ... capture more" verdict on each line, which
+    every 2-rank run with the default schedule (3 steps, 2 or 3 of them whole on both ranks) printed twice."""
+    undecided = [s for s in (slow, waited_for) if s and s.too_few_steps is not msgspec.UNSET]
+    if not undecided:
+        return
+    from npuprof.analysis.report import SMALL_GROUP_STEPS
+
+    who = " or ".join(dict.fromkeys(f"rank {s.rank}" for s in undecided))  # a rank named once
+    steps = "/".join(dict.fromkeys(str(s.too_few_steps) for s in undecided))
+    console.print(
+        f"whether {who} is an outlier: not told by {steps} steps (with 2 ranks it takes {SMALL_GROUP_STEPS} "
+        f"whole steps both have, which {npuprof_cmd(f'run --active {SMALL_GROUP_STEPS}')} or more captures)"
+    )
 
 
 def _above_by_its_mean_alone(ranks: int) -> str:
