@@ -121,6 +121,10 @@ def clean_env(**extra: str) -> dict[str, str]:
     }
     env["OMP_NUM_THREADS"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
+    # this Python's bin first, as in an activated venv: its `npuprof` is this installation, so the commands
+    # npuprof suggests when run as `python -m npuprof` are bare `npuprof` (README; tests/test_invocation.py
+    # checks the other case, no such npuprof on PATH)
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", os.defpath)])
     env.update(extra)
     return env
 

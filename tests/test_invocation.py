@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import clean_env, sched, trainer
 
 
@@ -111,3 +112,59 @@ def test_the_env_pythonpath_warning_names_npuprof_as_run(tmp_path: Path) -> None
     assert result.returncode == 0, result.stderr
     said = " ".join(result.stderr.split())
     assert "set it before npuprof instead (PYTHONPATH=/x 'my venv/bin/npuprof' run -- ...)" in said, said
+
+
+def test_python_m_npuprof_is_suggested_as_typed_unless_path_has_this_installation(tmp_path: Path) -> None:
+    """`python -m npuprof` suggested bare `npuprof ...`: "command not found" where no npuprof is on PATH
+    (a venv not activated, README's install), and another installation's where PATH has one. It is
+    suggested as the interpreter was typed (relative, from where the user is), with `-m npuprof`, unless
+    PATH's npuprof is this interpreter's console script."""
+    watched = tmp_path / "dyn"
+    watched.mkdir()
+    (watched / "profiler_config.json").write_text("{}")  # as `npuprof run --dynamic` leaves it
+    typed = os.path.relpath(sys.executable, tmp_path)  # e.g. ../../.venv/bin/python
+    other = tmp_path / "other" / "bin"  # another installation's npuprof: another interpreter's script
+    other.mkdir(parents=True)
+    (other / "npuprof").write_text(f"#!{tmp_path / 'elsewhere' / 'python'}\n")
+    (other / "npuprof").chmod(0o755)
+    ours = _console_script(tmp_path / "ours" / "bin").parent  # `#!sys.executable`, as pip writes it
+    for first, expected in [
+        (tmp_path / "empty", f"{shlex.quote(typed)} -m npuprof"),  # no npuprof on PATH
+        (other, f"{shlex.quote(typed)} -m npuprof"),
+        (ours, "npuprof"),
+    ]:
+        env = clean_env(PATH=os.pathsep.join([str(first), "/usr/bin", "/bin"]))
+        result = subprocess.run(
+            [typed, "-m", "npuprof", "trigger", str(watched), "--active", "1"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.returncode == 0, result.stderr
+        assert f"; see {expected} status {watched}\n" in result.stdout, (first, result.stdout)
+        # what it points at runs, from where the user is (the "ours" script runs this interpreter)
+        again = subprocess.run(
+            ["sh", "-c", f"{expected} status --help"], cwd=tmp_path, env=env, capture_output=True, text=True
+        )
+        assert again.returncode == 0 and "Usage:" in again.stdout, (first, again.stderr)
+
+
+def test_python_m_npuprof_quotes_the_interpreter_and_reads_pips_sh_exec_script(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The interpreter as typed is quoted for the shell (a space in its path); a console script pip writes
+    for an interpreter path with a space (`#!/bin/sh`, then `'''exec' "PYTHON" "$0" "$@"`) is this
+    installation's when PYTHON is this interpreter."""
+    from npuprof import invocation
+
+    monkeypatch.setattr(sys, "orig_argv", ["my venv/bin/python", "-m", "npuprof", "status"])
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert invocation.as_module() == "'my venv/bin/python' -m npuprof"
+    (tmp_path / "bin").mkdir()
+    script = tmp_path / "bin" / "npuprof"
+    script.write_text(f"#!/bin/sh\n'''exec' \"{sys.executable}\" \"$0\" \"$@\"\n' '''\nimport sys\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", str(script.parent))
+    assert invocation.as_module() == "npuprof"
