@@ -878,3 +878,27 @@ def test_a_cpu_only_report_has_no_device_time_column(tmp_path: Path) -> None:
     assert device.returncode == 0, device.stderr
     (header,) = [line for line in device.stdout.splitlines() if "self ms" in line]
     assert header.split("┃")[-2].strip() == "device ms", header
+
+
+def test_a_saved_report_with_a_long_run_of_blanks_is_written_at_once(tmp_path: Path) -> None:
+    """A table whose one long name (a C++ template kernel's, thousands of characters) pads each other row
+    with as many blanks: the saved report's lines were stripped of their trailing blanks by a regular
+    expression tried at each blank of a run, its length squared (`npuprof analyse DIR > report.txt`: 10 s
+    for a 3000-character kernel name, a minute for 8000, against 0.4 s). 300000 blanks inside a line, then
+    a line ending in blanks before a colour code, in a process bounded by a generous time."""
+    import subprocess
+    import sys
+
+    blanks = 300_000
+    code = (
+        "import sys\n"
+        "from npuprof.reports.saved_lines import WithoutTrailingBlanks\n"
+        "out = WithoutTrailingBlanks(sys.stdout)\n"
+        f"out.write('a' + ' ' * {blanks} + 'b\\n')\n"
+        "out.write('c   \\x1b[0m  ')\n"
+        "out.write('\\n')\n"
+        "out.flush()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "a" + " " * blanks + "b\nc\x1b[0m\n"

@@ -5,13 +5,10 @@ that strips them all see the report as written). Imports nothing."""
 
 from __future__ import annotations
 
-import re
 from typing import Any, TextIO
 
-# blanks before a line's end, the colour codes rich closes a styled line with (FORCE_COLOR) kept
-_TRAILING = re.compile(r" +((?:\x1b\[[0-9;]*m)*)\n")
-# what may end a write and turn out to be trailing blanks once the next write brings its newline
-_OPEN_TAIL = re.compile(r"(?: |\x1b\[[0-9;]*m)*\Z")
+# what a colour code holds between its "\x1b[" and its "m" (FORCE_COLOR: rich closes a styled line with one)
+_CODE_DIGITS = frozenset("0123456789;")
 
 
 class WithoutTrailingBlanks:
@@ -26,10 +23,9 @@ class WithoutTrailingBlanks:
 
     def write(self, text: str) -> int:
         whole = self._held + text
-        tail = _OPEN_TAIL.search(whole)
-        cut = tail.start() if tail is not None and tail.group() else len(whole)
+        cut = _open_tail(whole)
         self._held = whole[cut:]
-        self._stream.write(_TRAILING.sub(r"\1\n", whole[:cut]))
+        self._stream.write(_without_trailing_blanks(whole[:cut]))
         return len(text)
 
     def flush(self) -> None:
@@ -40,3 +36,34 @@ class WithoutTrailingBlanks:
 
     def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding: the stream's own
         return getattr(self._stream, name)
+
+
+def _without_trailing_blanks(text: str) -> str:
+    """``text`` with the blanks that end each of its lines left out (the colour codes among them kept)."""
+    if " \n" not in text and "m\n" not in text:
+        return text
+    lines = text.split("\n")
+    for index, line in enumerate(lines[:-1]):
+        cut = _open_tail(line)
+        if cut < len(line):
+            lines[index] = line[:cut] + line[cut:].replace(" ", "")
+    return "\n".join(lines)
+
+
+def _open_tail(text: str) -> int:
+    """Where the blanks and colour codes that end ``text`` begin (``len(text)``: none), found from the end
+    in one pass: a regular expression tried at each blank of a long run took its length squared (a table
+    whose one long kernel name pads each other row with thousands of blanks: seconds a row)."""
+    end = len(text)
+    while end:
+        if text[end - 1] == " ":
+            end -= 1
+        elif (
+            text[end - 1] == "m"
+            and (start := text.rfind("\x1b[", 0, end)) >= 0
+            and _CODE_DIGITS.issuperset(text[start + 2 : end - 1])
+        ):
+            end = start
+        else:
+            break
+    return end
