@@ -67,7 +67,7 @@ def job_script(command: list[str]) -> JobScript | None:
     while i < len(command):
         word = command[i]
         i += 1
-        if _PYTHON_NAME.fullmatch(os.path.basename(word)):
+        if _is_python(word):
             found, i = _python_script(command, i)
             if found is None:
                 return None
@@ -95,7 +95,14 @@ def job_script(command: list[str]) -> JobScript | None:
 
 def _python_later(command: list[str], i: int) -> bool:
     """Whether a word from ``command[i]`` on names a Python interpreter (`srun -m block python t.py`)."""
-    return any(_PYTHON_NAME.fullmatch(os.path.basename(word)) for word in command[i:])
+    return any(_is_python(word) for word in command[i:])
+
+
+def _is_python(word: str) -> bool:
+    """Whether ``word`` names a Python interpreter (``python3.11``, ``/usr/bin/pypy3``), not a script whose
+    name begins as one does (`torchrun python_train.py`: its arguments were read as Python's)."""
+    name = os.path.basename(word)
+    return _PYTHON_NAME.fullmatch(name) is not None and not name.endswith((".py", ".pyw", ".pyc"))
 
 
 def _with_maybe(found: JobScript, maybe: list[str]) -> JobScript:

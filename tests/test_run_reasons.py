@@ -392,6 +392,9 @@ def test_a_step_on_module_the_job_runs_as_its_script_is_named_as_main(tmp_path: 
         ("train", "python scripts/train.py", None),  # its `import train` may be another file
         ("train", "python run.py --script train.py", None),
         ("train", "launcher --new_switch train.py", None),  # maybe an option's value
+        # a script whose name begins as an interpreter's was taken for one, its arguments for Python's
+        ("python_train", "torchrun --nproc-per-node 2 python_train.py --lr 0.1", "python_train.py"),
+        ("pypy_bench", "accelerate launch pypy_bench.py", "pypy_bench.py"),
     ],
 )
 def test_a_step_on_module_the_command_runs_as_its_script_is_known_before_the_job(
