@@ -8,18 +8,24 @@ CPython reads them; a launcher's as argparse reads them: an option takes the wor
 unless it is one of the launcher's switches (options without a value) or is written ``--opt=value``. A
 ``.py`` word after an option not known to be a switch may be that option's value: it is the script only
 where no later word is surely one, and is then said to be uncertain. (Neither the first ``.py`` word nor
-the last is the script in general: ``--config_file c.py train.py``, ``train.py --config c.py``.)"""
+the last is the script in general: ``--config_file c.py train.py``, ``train.py --config c.py``.) A shell's
+-c line is read as a command where it is one simple command (``bash -c "python train.py"``)."""
 
 from __future__ import annotations
 
 import os
 import re
+import shlex
 from dataclasses import dataclass
 
 # CPython's options that take a value (the next word, or attached: -Wignore) and the long one that does
 _PYTHON_VALUED = frozenset("WX")
 _PYTHON_LONG_VALUED = ("--check-hash-based-pycs",)
 _PYTHON_NAME = re.compile(r"(python|pypy)[\w.-]*")
+# a shell that may run the job's command line given with -c (`bash -c "python train.py"`), and what makes
+# that line more than one simple command (`cd x && python a.py`, `$ARGS`): its script is then not known
+_SHELL_NAME = re.compile(r"(ba|da|z|k|mk)?sh")
+_SHELL_SYNTAX = frozenset(";&|`$()<>\n")
 # launchers run as Python modules (`python -m torch.distributed.run ...`): their arguments follow
 _LAUNCHER_MODULES = (
     "torch.distributed.run",
@@ -74,6 +80,9 @@ def job_script(command: list[str]) -> JobScript | None:
             if found.module in _LAUNCHER_MODULES:
                 continue  # the launcher's arguments follow, its script among them
             return _with_maybe(found, maybe)
+        if _SHELL_NAME.fullmatch(os.path.basename(word)) and (line := _shell_command(command, i)) is not None:
+            found = _simple_command_script(line)  # (a shell without -c: `bash run.sh` shows no script)
+            return _with_maybe(found, maybe) if found is not None else None
         if word.startswith("-"):
             if word in _MODULE_SWITCHES and not _python_later(command, i):  # (srun's -m takes a value)
                 module_next = True
@@ -96,6 +105,35 @@ def job_script(command: list[str]) -> JobScript | None:
 def _python_later(command: list[str], i: int) -> bool:
     """Whether a word from ``command[i]`` on names a Python interpreter (`srun -m block python t.py`)."""
     return any(_is_python(word) for word in command[i:])
+
+
+def _shell_command(command: list[str], i: int) -> str | None:
+    """The command line a shell whose arguments begin at ``command[i]`` runs with -c (``-c``, ``-lc``), or
+    None where it runs none (a script file, stdin)."""
+    given_c = False
+    while i < len(command):
+        word = command[i]
+        i += 1
+        if word in ("--", "-"):  # the end of the shell's options
+            return command[i] if given_c and i < len(command) else None
+        if not word.startswith(("-", "+")):
+            return word if given_c else None
+        if word.startswith("--"):
+            continue  # bash's --login, --norc
+        given_c = given_c or (word[0] == "-" and "c" in word[1:])
+        i += word[1:] in ("o", "O")  # -o pipefail, +O extglob
+    return None
+
+
+def _simple_command_script(line: str) -> JobScript | None:
+    """The script of a shell's -c ``line`` where it is one simple command, read as a command is."""
+    if not _SHELL_SYNTAX.isdisjoint(line):
+        return None
+    try:
+        words = shlex.split(line)
+    except ValueError:
+        return None
+    return job_script(words)
 
 
 def _is_python(word: str) -> bool:

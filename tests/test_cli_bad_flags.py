@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -70,8 +71,12 @@ def test_step_on_a_file_name_is_refused_before_the_job(
             "torchrun --nproc-per-node 2 python_train.py --lr 0.1",
             "--step-on __main__:step",
         ),
+        # a shell's -c line: its words were taken for one (was train:step, which counts nothing)
+        ("train.py:step", "bash -c 'python train.py --lr 0.1'", "--step-on __main__:step"),
+        ("pkg/train.py:step", "srun bash -lc 'python -m pkg.train'", "--step-on __main__:step"),
         # the script hidden, or only maybe the script: both said
         ("train.py:step", "bash run.sh", "--step-on __main__:step where train.py"),
+        ("train.py:step", "sh -c 'cd /w && python train.py'", "--step-on __main__:step where train.py"),
         (
             "train.py:step",
             "launcher --new_switch train.py --cfg c.py",
@@ -88,7 +93,7 @@ def test_a_file_name_is_answered_by_the_script_the_command_runs(step_on: str, co
     from npuprof.config import ConfigError, parse_step_on
 
     with pytest.raises(ConfigError) as refused:
-        parse_step_on(step_on, command=command.split())
+        parse_step_on(step_on, command=shlex.split(command))
     said = refused.value.fix
     assert said == fix or said.startswith((f"{fix} (", f"{fix} is the script being run, else")), said
 

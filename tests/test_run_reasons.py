@@ -5,6 +5,7 @@ tests/test_fault_inputs.py."""
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -395,6 +396,8 @@ def test_a_step_on_module_the_job_runs_as_its_script_is_named_as_main(tmp_path: 
         # a script whose name begins as an interpreter's was taken for one, its arguments for Python's
         ("python_train", "torchrun --nproc-per-node 2 python_train.py --lr 0.1", "python_train.py"),
         ("pypy_bench", "accelerate launch pypy_bench.py", "pypy_bench.py"),
+        ("train", "bash -c 'python train.py'", "train.py"),  # a shell's -c line, read as a command
+        ("train", "bash -c 'python prepare.py; python train.py'", None),
     ],
 )
 def test_a_step_on_module_the_command_runs_as_its_script_is_known_before_the_job(
@@ -403,7 +406,7 @@ def test_a_step_on_module_the_command_runs_as_its_script_is_known_before_the_job
     """What the start-time warning names: the module is the command's script, never imported by its name."""
     from npuprof.job_script import runs_as_main
 
-    assert runs_as_main(module, command.split()) == how
+    assert runs_as_main(module, shlex.split(command)) == how
 
 
 @pytest.mark.parametrize(
