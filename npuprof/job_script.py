@@ -88,7 +88,8 @@ def job_script(command: list[str]) -> JobScript | None:
                 module_next = True
             elif "=" not in word and word.replace("_", "-") not in _SWITCHES and i < len(command):
                 value = command[i]
-                if not value.startswith("-"):
+                # (never the interpreter: `srun -u python -m torch.distributed.run ...`, -u a switch)
+                if not value.startswith("-") and not _is_python(value):
                     i += 1  # the option's value, or the script after a switch not known to be one
                     if value.endswith(".py"):
                         maybe.append(value)

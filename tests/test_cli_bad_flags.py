@@ -74,6 +74,18 @@ def test_step_on_a_file_name_is_refused_before_the_job(
         # a shell's -c line: its words were taken for one (was train:step, which counts nothing)
         ("train.py:step", "bash -c 'python train.py --lr 0.1'", "--step-on __main__:step"),
         ("pkg/train.py:step", "srun bash -lc 'python -m pkg.train'", "--step-on __main__:step"),
+        # a switch not known to be one (srun's -u) took the interpreter for its value, the launcher module
+        # for the script (was pkg.train:step)
+        (
+            "pkg/train.py:step",
+            "srun -u python -m torch.distributed.run --nproc-per-node 2 -m pkg.train",
+            "--step-on __main__:step",
+        ),
+        (
+            "pkg/train.py:step",
+            "srun -l python3 -m torch.distributed.run pkg/train.py",
+            "--step-on __main__:step",
+        ),
         # the script hidden, or only maybe the script: both said
         ("train.py:step", "bash run.sh", "--step-on __main__:step where train.py"),
         ("train.py:step", "sh -c 'cd /w && python train.py'", "--step-on __main__:step where train.py"),

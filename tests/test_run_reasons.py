@@ -398,6 +398,7 @@ def test_a_step_on_module_the_job_runs_as_its_script_is_named_as_main(tmp_path: 
         ("pypy_bench", "accelerate launch pypy_bench.py", "pypy_bench.py"),
         ("train", "bash -c 'python train.py'", "train.py"),  # a shell's -c line, read as a command
         ("train", "bash -c 'python prepare.py; python train.py'", None),
+        ("pkg.train", "srun -u python -m torch.distributed.run -m pkg.train", "-m pkg.train"),  # -u: a switch
     ],
 )
 def test_a_step_on_module_the_command_runs_as_its_script_is_known_before_the_job(
