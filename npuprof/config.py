@@ -609,7 +609,10 @@ def _is_module_file(module: str, path: str, dotted: str) -> bool:
     """Whether ``path`` is the file of ``module`` run by `python -m` (from the working directory, or from a
     directory above it: ``src/pkg/train.py`` for ``pkg.train``)."""
     own_file = os.path.abspath(module.replace(".", os.sep) + ".py")
-    return os.path.abspath(path) == own_file or f".{dotted}".endswith(f".{module}")
+    if os.path.abspath(path) == own_file or f".{dotted}".endswith(f".{module}"):
+        return True
+    # a package run with -m: its __main__.py is the script (pkg/__main__.py for `python -m pkg`)
+    return f".{dotted}".endswith(f".{module}.__main__")
 
 
 def _same_file(script: str, path: str) -> bool:

@@ -183,6 +183,19 @@ def runs_as_main(module: str, command: list[str]) -> str | None:
     if script is None or not script.sure:
         return None
     if script.module is not None:
-        return f"-m {script.module}" if script.module == module else None
+        return f"-m {script.module}" if runs_module_as_main(script.module, module) else None
     own_file = os.path.abspath(module.replace(".", os.sep) + ".py")
     return script.path if script.path is not None and os.path.abspath(script.path) == own_file else None
+
+
+def runs_module_as_main(run: str, module: str) -> bool:
+    """Whether `python -m run` runs ``module`` as ``__main__``: ``run`` itself, or ``run.__main__`` where
+    ``run`` is a package (`python -m pkg` imports pkg, its ``__init__``, and runs pkg/__main__.py), known
+    here by its directory in the working directory."""
+    if module == f"{run}.__main__":
+        return True
+    package = os.path.join(*run.split("."))
+    return module == run and not any(os.path.isfile(os.path.join(package, n)) for n in _PACKAGE_FILES)
+
+
+_PACKAGE_FILES = ("__init__.py", "__main__.py")

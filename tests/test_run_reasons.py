@@ -383,6 +383,44 @@ def test_a_step_on_module_the_job_runs_as_its_script_is_named_as_main(tmp_path: 
     assert "__main__" not in why
 
 
+def test_a_package_run_with_m_runs_its_main_as_the_script(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`python -m pkg`, pkg a package, imports pkg and runs pkg/__main__.py as __main__: --step-on
+    pkg.__main__:step got no warning as the run started, and its end named no __main__ (the job counted
+    nothing), while --step-on pkg:istep, a function of pkg/__init__.py, was warned to count nothing."""
+    import sys
+
+    from conftest import npuprof
+
+    from npuprof.job_script import runs_as_main
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("def istep():\n    return 1\n")
+    main = "from pkg import istep\ndef step():\n    return istep()\nfor _ in range(12):\n    step()\n"
+    (tmp_path / "pkg" / "__main__.py").write_text(main)
+    cmd = [sys.executable, "-m", "pkg"]
+    done = npuprof(
+        "run", "-o", str(tmp_path / "r"), "--step-on", "pkg.__main__:step", "--", *cmd, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.startswith(
+        "npuprof run: warning: --step-on pkg.__main__:step: the job runs pkg.__main__ as its script "
+        "(-m pkg), where it is __main__ and not imported, so this counts no step unless a process imports "
+        "it; --step-on __main__:step counts the script's calls\n"
+    ), done.stderr
+    said = " ".join(done.stderr.split())
+    assert (
+        "the job runs pkg.__main__ as its script (-m pkg), where it is __main__: --step-on __main__:step"
+        in said
+    )
+    monkeypatch.chdir(tmp_path)  # the package, in the directory the job runs in
+    assert runs_as_main("pkg", cmd) is None  # imported by `python -m pkg`: its functions count
+    assert runs_as_main("pkg.__main__", cmd) == "-m pkg"
+    monkeypatch.chdir(tmp_path / "pkg")  # no package pkg here: a module pkg.py would be the script
+    assert runs_as_main("pkg", cmd) == "-m pkg"
+
+
 @pytest.mark.parametrize(
     ("module", "command", "how"),
     [

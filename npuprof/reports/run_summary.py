@@ -17,7 +17,7 @@ from npuprof.byte_sizes import human_bytes
 from npuprof.config import ProfileConfig, Schedule
 from npuprof.invocation import npuprof_cmd
 from npuprof.job_processes import outliving_the_job
-from npuprof.job_script import job_script
+from npuprof.job_script import job_script, runs_module_as_main
 from npuprof.reports import line_width
 from npuprof.reports.text import printable, shorten_middle
 from npuprof.results import free_space, layout
@@ -1474,8 +1474,9 @@ def _run_as_its_script(cfg: ProfileConfig, lines: list[str]) -> str:
     # run.py --file pkg/train.py` runs run.py
     scripts = [job_script(_shell_words(command)) for command in commands]
     for script in (s for s in scripts if s is not None and s.sure):
-        if script.module == module:
-            return f"; the job runs {module} as its script (-m), {main}"
+        if script.module is not None and runs_module_as_main(script.module, module):  # (or pkg's __main__)
+            how = "-m" if script.module == module else f"-m {script.module}"
+            return f"; the job runs {module} as its script ({how}), {main}"
         word = script.path or ""
         if word == path or word.endswith(f"/{path}"):
             return f"; the job runs {word}, the file of {module}, as its script, {main}"
