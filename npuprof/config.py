@@ -586,7 +586,8 @@ def _step_on_for_file(path: str, qualname: str, command: list[str] | None) -> st
     ``command`` runs, else its module name (both, where the command is not known)."""
     own = f"--step-on __main__:{qualname}"
     stem = os.path.normpath(os.path.splitext(path)[0] if path.endswith(_SOURCE_SUFFIXES) else path)
-    dotted = stem.replace(os.sep, ".").replace("/", ".")
+    # a package's __init__.py is the package itself (`import pkg`; never imported as pkg.__init__)
+    dotted = stem.replace(os.sep, ".").replace("/", ".").removesuffix(".__init__")
     as_module = f"--step-on {dotted}:{qualname}" if all(p.isidentifier() for p in dotted.split(".")) else ""
     imported = as_module or f"--step-on MODULE:{qualname}, MODULE as the job imports it"
     from npuprof.job_script import job_script

@@ -65,11 +65,9 @@ def test_step_on_a_file_name_is_refused_before_the_job(
         ("pkg/train.py:step", "python -um pkg.train 3", "--step-on __main__:step"),
         ("src/pkg/train.py:step", "torchrun --nproc-per-node 2 -m pkg.train", "--step-on __main__:step"),
         ("pkg/eval.py:step", "python -m pkg.train", "--step-on pkg.eval:step"),
-        (
-            "pkg/__main__.py:step",
-            "python -m pkg",
-            "--step-on __main__:step",
-        ),  # a package's (was pkg.__main__)
+        # a package's __main__.py run by -m (was pkg.__main__:step); its __init__.py (was pkg.__init__:step)
+        ("pkg/__main__.py:step", "python -m pkg", "--step-on __main__:step"),
+        ("pkg/__init__.py:step", "python train.py", "--step-on pkg:step"),
         # a script named as an interpreter begins (python_train.py) was read as one: was python_train:step
         (
             "python_train.py:step",
