@@ -79,6 +79,8 @@ def job_script(command: list[str]) -> JobScript | None:
                 return None
             if found.module in _LAUNCHER_MODULES:
                 continue  # the launcher's arguments follow, its script among them
+            if found.module is not None:  # a launcher or runner not known here may run a later .py word
+                maybe += [word for word in command[i:] if word.endswith(".py")]
             return _with_maybe(found, maybe)
         if _SHELL_NAME.fullmatch(os.path.basename(word)) and (line := _shell_command(command, i)) is not None:
             found = _simple_command_script(line)  # (a shell without -c: `bash run.sh` shows no script)

@@ -90,6 +90,12 @@ def test_step_on_a_file_name_is_refused_before_the_job(
             "--step-on __main__:step",
         ),
         # the script hidden, or only maybe the script: both said
+        # a module not known as a launcher, which runs train.py (was train:step, which counts nothing there)
+        (
+            "train.py:step",
+            "python -m torch.backends.xeon.run_cpu --ninstances 2 train.py",
+            "--step-on __main__:step where train.py",
+        ),
         ("train.py:step", "bash run.sh", "--step-on __main__:step where train.py"),
         ("train.py:step", "sh -c 'cd /w && python train.py'", "--step-on __main__:step where train.py"),
         (
