@@ -432,11 +432,12 @@ def _busy_post_processors(output: Path, run_id: str) -> int:
 
 
 class _SignalsBeforeTheJob:
-    """SIGTERM, SIGHUP or SIGINT after the run record is written and before the job starts (its signals
-    are passed on from then): the record gets its end, then npuprof dies of the signal (its record said
-    nothing of how the run ended)."""
+    """A signal that ends a process by default (FORWARDED_SIGNALS) after the run record is written and
+    before the job starts (its signals are passed on from then): the record gets its end, then npuprof dies
+    of the signal (its record said nothing of how the run ended). Not SIGTERM, SIGHUP and SIGINT alone:
+    a Ctrl-\\ (SIGQUIT) or SIGUSR1 there left a record with no end (helper-342)."""
 
-    SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+    SIGNALS = FORWARDED_SIGNALS
 
     def __init__(self, record: run_record.RunRecord) -> None:
         self.record = record
