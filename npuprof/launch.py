@@ -1106,10 +1106,12 @@ def run_child(
     env: dict[str, str],
     run_id: str | None = None,
     on_start: Callable[[int], None] | None = None,
+    mask: set[signal.Signals] | None = None,
 ) -> JobEnd:
     """Run ``command`` in its own process group and wait for it, passing signals and job control on
     (``run_id``: the run whose processes a second SIGINT kills wherever they are; ``on_start`` is told the
-    job's pid once it runs)."""
+    job's pid once it runs; ``mask``: the signal mask to set once the forwarders are in place, where the
+    caller blocked the signals over its hand-over to them: those that came meanwhile are passed on)."""
     pgid: list[int] = []
     terminal = _Terminal()
     unreached: list[int] = []
@@ -1123,6 +1125,8 @@ def run_child(
         _ctrl_z_at_the_launchers_group(pgid, terminal),
         _resizes_reach_the_job(pgid, terminal),
     ):
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # (before the spawn: the job inherits it)
         try:
             pid = _spawn(command, env, reset_in_child)
         except FileNotFoundError:

@@ -716,10 +716,15 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
     if spawn_address is not None:
         env[spawner.ENV_SPAWN] = spawn_address
     started = time.monotonic()
+    # Held (blocked) from the restore until run_child's forwarders are in place: a signal in between found
+    # its default action and killed npuprof, its record saying nothing of the run's end (helper-342)
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)
     before_the_job.restore()  # run_child passes the signals on to the job from here
     try:
         try:
-            end = run_child(command, env, run_id, on_start=lambda pid: _record_the_job(record, pid))
+            end = run_child(
+                command, env, run_id, on_start=lambda pid: _record_the_job(record, pid), mask=mask
+            )
         except LaunchError as exc:
             if exc.errno != errno.E2BIG or payload.file is not None:
                 raise

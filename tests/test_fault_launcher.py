@@ -1203,6 +1203,27 @@ def test_a_signal_before_the_job_starts_ends_the_run_record(out: Path, tmp_path:
     assert record["end"] is not None and not list(out.glob(".npuprof_payload*"))
 
 
+def test_a_signal_as_the_forwarders_take_over_reaches_the_job(out: Path, tmp_path: Path) -> None:
+    """helper-342: between the put-down of the handler that ends the record before the job starts and
+    run_child's forwarders, SIGTERM had its default action: npuprof died of it, its record saying nothing of
+    the run's end. Held over that hand-over now, it is passed on once the job runs, as one that comes while
+    the job is started. The signal is sent as run_child sets the terminal up, in that gap."""
+    in_the_gap = (
+        "from npuprof import launch\n"
+        "class Terminal(launch._Terminal):\n"
+        "    def __init__(self):\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
+        "        super().__init__()\n"
+        "launch._Terminal = Terminal\n"
+    )
+    result = _stopped_before_the_job(out, tmp_path / "ran", "SIGCHLD", in_the_gap)  # (SIGCHLD: nothing)
+    assert result.returncode == -signal.SIGTERM, result.stderr
+    assert "Traceback" not in result.stderr
+    record = json.loads((out / "npuprof_run.json").read_text())
+    assert record["end"] is not None and record["exit_code"] == 128 + signal.SIGTERM, record
+    assert "before the job started" not in str(record.get("error")), record  # it reached the job
+
+
 def test_a_ctrl_cs_copy_while_the_record_is_ended_before_the_job_starts_keeps_the_records_end(
     out: Path, tmp_path: Path
 ) -> None:
