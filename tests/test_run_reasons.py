@@ -669,6 +669,37 @@ def test_a_capture_of_a_training_thread_whose_main_thread_never_installed_the_ha
     assert words(f"{dirs[2].name}: {left}") + "next:" in said, said
 
 
+def test_a_capture_lost_to_a_sigterm_in_a_collective_says_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """helper-342: a rank blocked in a collective (its peer alive, not signalled) that got SIGTERM died of it
+    after the handler's grace, its agent logging why the capture was lost; the summary said only "the process
+    ended before the capture was finalised". Another process's line (pid 8) is not this one's reason."""
+    from npuprof.reports.run_summary import print_run_summary
+    from npuprof.results.run_record import CaptureSummary
+
+    dirs = [tmp_path / f"vm_{pid}_20261203000000000_ascend_pt" for pid in (7, 9)]
+    log = tmp_path / "npuprof.log"
+    log.write_text(
+        "2026-12-03 00:00:00 [INFO] [launcher pid=6] run r1 starts: torchrun train.py\n"
+        "2026-12-03 00:00:01 [INFO] [agent pid=7] agent ready in train.py (rank 0, run r1)\n"
+        "2026-12-03 00:00:01 [INFO] [agent pid=9] agent ready in train.py (rank 1, run r1)\n"
+        "2026-12-03 00:00:05 [WARNING] [agent pid=7] SIGTERM while the main thread is blocked outside Python "
+        "(e.g. in a collective): the process dies now, as without npuprof; the capture in flight is lost\n"
+    )
+    left = "the process ended before the capture was finalised"
+    captures = [
+        CaptureSummary(d, "incomplete", rank, pid, [6], 453, left, False)
+        for d, rank, pid in zip(dirs, (0, 1), (7, 9), strict=True)
+    ]
+    print_run_summary(tmp_path, captures, 1, ProfileConfig(), log, run_id="r1")
+    said = "".join(capsys.readouterr().err.split())  # the line may be folded at any width
+    why = "a SIGTERM came while its main thread was blocked outside Python"
+    assert "".join(f"{dirs[0].name}: {left}: {why}".split()) in said, said
+    assert said.count("".join(why.split())) == 1, said  # not of pid 9
+    assert "".join(f"{dirs[1].name}: {left}".split()) in said, said
+
+
 def _summary_of_one_capture(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],

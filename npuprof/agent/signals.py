@@ -77,6 +77,12 @@ _current: SigtermGuard | None = None  # the guard installed now, if any (export_
 HANDLER_ASKED = "SIGTERM handler asked of the main thread"
 HANDLER_INSTALLED_THERE = "SIGTERM handler installed by the main thread"
 HANDLER_LEFT_OUT_THERE = "SIGTERM handler left out by the main thread"
+# The log's line of a capture lost to a SIGTERM while the main thread was blocked outside Python (named in the
+# run's summary too: reports/run_summary._why_not_finalised)
+LOST_WHILE_BLOCKED = (
+    "SIGTERM while the main thread is blocked outside Python (e.g. in a collective): "
+    "the process dies now, as without npuprof; the capture in flight is lost"
+)
 
 
 def _quiet_other_handlers() -> None:
@@ -793,10 +799,7 @@ class SigtermGuard:
             return
         if not (duties.capture and self._finished_from_the_watcher(arrived)):
             if duties.capture:
-                self._log.warning(
-                    "SIGTERM while the main thread is blocked outside Python (e.g. in a collective): "
-                    "the process dies now, as without npuprof; the capture in flight is lost"
-                )
+                self._log.warning(LOST_WHILE_BLOCKED)
             if self._on_term_unhandled is not None:
                 try:
                     self._on_term_unhandled()

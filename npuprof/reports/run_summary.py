@@ -1350,6 +1350,16 @@ def _why_not_finalised(capture: CaptureSummary, agents: list[tuple[str, str, str
             "outside Python since it began (in C code, a sleep), had not installed npuprof's SIGTERM handler "
             "(only it may), so a SIGTERM ended the process at once"
         )
+    from npuprof.agent.signals import LOST_WHILE_BLOCKED
+
+    if any(pid == str(capture.pid) and message.startswith(LOST_WHILE_BLOCKED) for pid, _, message in agents):
+        # the agent said why (a rank waiting in a collective on a peer the SIGTERM did not reach): the
+        # summary said only "ended before the capture was finalised" (helper-342)
+        return (
+            f"{layout.NOT_FINALISED}: a SIGTERM came while its main thread was blocked outside Python (in a "
+            "collective, C code) through the handler's grace, so it died of it as without npuprof (a rank "
+            "whose peers get the same SIGTERM, from torchrun or the scheduler, finalises its capture)"
+        )
     return layout.NOT_FINALISED
 
 
