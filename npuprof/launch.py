@@ -1129,12 +1129,13 @@ def run_child(
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # (before the spawn: the job inherits it)
         try:
             pid = _spawn(command, env, reset_in_child)
-        except FileNotFoundError:
-            raise LaunchError(f"command not found: {command[0]!r}") from None
-        except PermissionError:
-            raise LaunchError(f"command not executable: {command[0]!r}", 126) from None
-        except OSError as exc:  # a shell's exit code for a command found that cannot run: 126
-            raise LaunchError(f"cannot start {command[0]!r}: {exc.strerror or exc}", 126, exc.errno) from None
+        except OSError as exc:
+            # held (blocked) from here, as at the job's end: the caller writes its record, then dies of
+            # those that came (LaunchError.received), which were held for a job that never ran (helper-342)
+            signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)
+            error = _launch_error(command[0], exc)
+            error.received = list(forwarding.received)
+            raise error from None
         forwarding.job_started(pid)  # (passes on those that came while it was being started)
         terminal.give_to(pid)
         if terminal.ctrl_z_before_the_job:
@@ -1320,9 +1321,28 @@ def _say_left_stopped(pgid: int, stop_signal: int, terminal: _Terminal) -> None:
 class LaunchError(RuntimeError):
     """The job could not be started: the shell's exit code for it (127: not found; 126: found, cannot
     run) and the errno of the failed exec, where there was one (E2BIG: the arguments and environment
-    over the kernel's limit)."""
+    over the kernel's limit). ``received``: the signals that came while run_child started it, held
+    (blocked since) for the caller to die of once its record is written (``die_of_the_held``)."""
 
     def __init__(self, message: str, exit_code: int = 127, errno: int | None = None) -> None:
         super().__init__(message)
         self.exit_code = exit_code
         self.errno = errno
+        self.received: list[int] = []
+
+    def die_of_the_held(self) -> None:
+        """Die of the first of TERMINATING_SIGNALS received (else the first received), as the launcher
+        would have at its default action; with none, act on what is pending (unblocked)."""
+        stops = [sig for sig in self.received if sig in TERMINATING_SIGNALS] or self.received
+        if stops:
+            die_of(stops[0])
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED_SIGNALS)
+
+
+def _launch_error(name: str, exc: OSError) -> LaunchError:
+    if isinstance(exc, FileNotFoundError):
+        return LaunchError(f"command not found: {name!r}")
+    if isinstance(exc, PermissionError):
+        return LaunchError(f"command not executable: {name!r}", 126)
+    # a shell's exit code for a command found that cannot run: 126
+    return LaunchError(f"cannot start {name!r}: {exc.strerror or exc}", 126, exc.errno)

@@ -477,7 +477,9 @@ def _run_unprofiled(command: list[str], output: str, exc: OSError) -> int:
     try:
         end = run_child(command, dict(os.environ))
     except LaunchError as launch_error:
-        return _error(str(launch_error), launch_error.exit_code)
+        code = _error(str(launch_error), launch_error.exit_code)
+        launch_error.die_of_the_held()
+        return code
     signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED_SIGNALS)  # held since the job's end: now acted on
     return _finish(end)
 
@@ -735,13 +737,17 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
                 raise
             payload, env[ENV_CONFIG] = in_file, in_file.value
             log.write(f"{exc}: the configuration is passed to the job in {in_file.file} instead", "WARNING")
-            end = run_child(command, env, run_id, on_start=lambda pid: _record_the_job(record, pid))
+            end = run_child(
+                command, env, run_id, on_start=lambda pid: _record_the_job(record, pid), mask=mask
+            )
     except LaunchError as exc:
         payload.remove_file()
         message = str(exc) + (_over_the_exec_limit(env) if exc.errno == errno.E2BIG else "")
         record.content.update(end=run_record.now_iso(), exit_code=exc.exit_code, error=message)
         record.write()
-        return _error(message, exc.exit_code)
+        code = _error(message, exc.exit_code)
+        exc.die_of_the_held()
+        return code
     elapsed = time.monotonic() - started
     log.job_ended = True
     held = _HeldSignals(end.after_the_end, end.interrupts)
