@@ -61,6 +61,9 @@ def build_inputs(root: Path) -> None:
 
 def _cli(*args: str, cwd: Path) -> bytes:
     env = {**os.environ, "COLUMNS": "160", "NO_COLOR": "1", "TERM": "dumb"}
+    # this Python's bin first, as in an activated venv: the commands npuprof suggests are then bare `npuprof`,
+    # not the interpreter's path, which differs from one clone to the next (npuprof/invocation.py)
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", os.defpath)])
     done = subprocess.run(
         [sys.executable, "-m", "npuprof", *args],
         cwd=cwd,
