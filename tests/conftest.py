@@ -32,6 +32,18 @@ for _signum in (signal.SIGINT, signal.SIGQUIT):
         signal.signal(_signum, signal.default_int_handler if _signum == signal.SIGINT else signal.SIG_DFL)
 
 
+# The sizes a report is laid out by, as this process started: a test that leaves one set for those after it
+# (an analyse of a long path folded at 80 columns in a full run, never alone) is named by the check below
+_SIZES_AT_START = {name: os.environ.get(name) for name in ("COLUMNS", "LINES", "TERMINAL_WIDTH")}
+
+
+@pytest.fixture(autouse=True)
+def _sizes_left_as_found() -> Iterator[None]:
+    yield
+    left = {k: os.environ.get(k) for k in _SIZES_AT_START if os.environ.get(k) != _SIZES_AT_START[k]}
+    assert not left, f"this test left {left} in os.environ (was {_SIZES_AT_START}): later tests inherit it"
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """npuprof byte-compiled, as `pip install` leaves it: the tests start hundreds of Python processes that
     import it, and from source (an editable install used under PYTHONDONTWRITEBYTECODE=1) each would
