@@ -543,3 +543,55 @@ def test_activities_ignored_on_the_cpu_are_named_as_typed(typed: str) -> None:
     backend.use_cuda, backend.name = False, "torch-cpu"
     ignored = backend.ignored_flags(run_flags.build_config(None, {"activities": typed}))
     assert ignored == [f"--activities {typed} (no accelerator here; the CPU is profiled)"]
+
+
+def test_an_export_cut_short_by_the_scripts_signal_handler_keeps_its_steps_in_the_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The export of a capture of steps 2-4 cut short by an exception of the script's signal handler
+    (raised_by_a_signal_handler: passed on to the script) was abandoned without its steps: its record named
+    step 2 alone, where a failed export's names all three."""
+    import signal
+    import threading
+
+    from npuprof.agent import capture
+    from npuprof.agent.log import AgentLog
+
+    class Stop(Exception):
+        pass
+
+    def scripts_handler(signum: int, frame: Any) -> None:
+        raise Stop("the script's handler")
+
+    class Interrupted(_Backend):
+        def export_raw(self, prof: Any, rank_dir: Path | None, worker: str) -> tuple[Path, Path | None]:
+            scripts_handler(signal.SIGUSR2, None)  # as it runs between two bytecodes of the export
+            raise AssertionError("unreached")
+
+    monkeypatch.setattr(capture, "CaptureAnnotations", _NoAnnotations)
+    previous = signal.signal(signal.SIGUSR2, scripts_handler)
+    try:
+        cfg = c.ProfileConfig(output=str(tmp_path), analyse=False).validate()
+        backend = Interrupted(False, tmp_path)
+        writer = capture.CaptureWriter(
+            cfg, {"run_id": "r"}, backend, AgentLog(None, "t"), lambda: 0, "w", _Post()
+        )
+        writer.begin(2)
+        raised: list[BaseException] = []
+
+        def finish() -> None:  # off the main thread: the script's handlers are not deferred there
+            try:
+                writer.finish(None, 4)
+            except Stop as exc:
+                raised.append(exc)
+
+        thread = threading.Thread(target=finish)
+        thread.start()
+        thread.join(60)
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
+    assert len(raised) == 1  # the script's exception reaches the script
+    (rank_dir,) = layout.find_rank_dirs(tmp_path)
+    record = json.loads((rank_dir / layout.CAPTURE_RECORD).read_text())
+    assert (record["status"], record["steps"]) == ("incomplete", [2, 3, 4]), record
+    assert "interrupted by the script's signal handler" in record["detail"], record

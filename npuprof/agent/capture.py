@@ -164,7 +164,7 @@ class CaptureWriter:
             rank_dir, trace = self.backend.export_raw(prof, self.rank_dir, self.worker)
         except Exception as exc:
             if raised_by_a_signal_handler(exc):
-                self.abandon(f"trace export interrupted by the script's signal handler: {exc!r}")
+                self.abandon(f"trace export interrupted by the script's signal handler: {exc!r}", steps)
                 raise
             self.log.warn_once("export", f"the trace of {_steps_text(steps)} was not written: {exc}")
             self.abandon(f"trace export failed: {exc}", steps)
