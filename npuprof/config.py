@@ -474,6 +474,8 @@ def _shown(value: Any) -> str:
     """``value`` for an error message: JSON, cut short (a config value can be a whole document). Letters
     beyond ASCII as they are (``--worker-name`` of 65 'é' was said as 65 ``\\u00e9``), what is not
     printable escaped (a lone surrogate: a byte of a C-locale argument; a bidirectional control)."""
+    if isinstance(value, _PastFloatRange):
+        return value.text[:_SHOWN_LIMIT]
     try:
         text = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):
@@ -1218,7 +1220,12 @@ def parse_config_bytes(raw: bytes, name: str, source: str) -> Any:
     if len(raw) > CONFIG_FILE_LIMIT:
         raise ConfigError(source, f"{name!r} is over 1 MiB: not a profiler_config.json", "fix the file")
     try:
-        return json.loads(raw.decode("utf-8"), parse_constant=_no_constant, object_pairs_hook=_once_each)
+        return json.loads(
+            raw.decode("utf-8"),
+            parse_constant=_no_constant,
+            parse_float=_float_as_written,
+            object_pairs_hook=_once_each,
+        )
     except RecursionError:
         raise ConfigError(source, f"{name!r} nests too deeply to be a config", "fix the file") from None
     except _KeyTwice as exc:
@@ -1273,6 +1280,31 @@ def _once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         seen: set[str] = set()
         raise _KeyTwice(next(k for k, _ in pairs if k in seen or seen.add(k)))  # type: ignore[func-returns-value]
     return document
+
+
+class _PastFloatRange(float):
+    """A JSON number past a float's range (``1e999``), read as infinity, that shows as written: named
+    "Infinity" (--config) or "inf" (--dynamic) in an error, the user could not find what was meant."""
+
+    text: str
+
+    def __new__(cls, text: str) -> _PastFloatRange:
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
+
+    def __getnewargs__(self) -> tuple[str]:  # type: ignore[override]  # (copy.deepcopy of a config)
+        return (self.text,)
+
+    def __repr__(self) -> str:
+        return self.text
+
+    __str__ = __repr__
+
+
+def _float_as_written(text: str) -> float:
+    number = float(text)
+    return number if math.isfinite(number) else _PastFloatRange(text)
 
 
 def _no_constant(name: str) -> Any:

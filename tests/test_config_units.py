@@ -736,3 +736,25 @@ def test_a_bad_schedule_in_a_config_file_names_the_key_its_value_and_the_fix(tmp
         with pytest.raises(ConfigError) as caught:
             run_flags.build_config(path, {}, environ={})
         assert caught.value.one_line() == f"{path}: {key}: {said}"
+
+
+def test_a_number_past_a_floats_range_is_named_as_written_in_both_config_files(tmp_path: Path) -> None:
+    """``"start_step": 1e999`` (read as infinity) was said "got Infinity" by --config and "got inf" by the
+    --dynamic file: neither is what the user wrote, and the two differed."""
+    from npuprof.agent.dynamic_request import parse_request
+    from npuprof.cli import run_flags
+
+    path = tmp_path / "c.json"
+    path.write_bytes(b'{"start_step": 1e999}')
+    path.chmod(0o644)
+    with pytest.raises(ConfigError) as caught:
+        run_flags.build_config(path, {}, environ={})
+    assert caught.value.one_line().startswith(f"{path}: start_step: must be an integer, got 1e999"), (
+        caught.value
+    )
+    heard: list[str] = []
+    base = ProfileConfig(output=str(tmp_path)).validate()
+    for written in (b"1e999", b"-1E+999"):
+        parse_request(b'{"start_step": %s}' % written, "d", base, lambda level, line: heard.append(line))
+    said = [line for line in heard if "start_step" in line]
+    assert [line.split(", got ")[1].split(";")[0] for line in said] == ["1e999", "-1E+999"], heard
