@@ -1107,11 +1107,13 @@ def run_child(
     run_id: str | None = None,
     on_start: Callable[[int], None] | None = None,
     mask: set[signal.Signals] | None = None,
+    retry: Callable[[LaunchError], dict[str, str] | None] | None = None,
 ) -> JobEnd:
     """Run ``command`` in its own process group and wait for it, passing signals and job control on
     (``run_id``: the run whose processes a second SIGINT kills wherever they are; ``on_start`` is told the
     job's pid once it runs; ``mask``: the signal mask to set once the forwarders are in place, where the
-    caller blocked the signals over its hand-over to them: those that came meanwhile are passed on)."""
+    caller blocked the signals over its hand-over to them: those that came meanwhile are passed on).
+    ``retry``: told why the job could not start, the environment to start it with once more, or None."""
     pgid: list[int] = []
     terminal = _Terminal()
     unreached: list[int] = []
@@ -1128,12 +1130,11 @@ def run_child(
         if mask is not None:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # (before the spawn: the job inherits it)
         try:
-            pid = _spawn(command, env, reset_in_child)
-        except OSError as exc:
+            pid = _started(command, env, reset_in_child, retry)
+        except LaunchError as error:
             # held (blocked) from here, as at the job's end: the caller writes its record, then dies of
             # those that came (LaunchError.received), which were held for a job that never ran (helper-342)
             signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)
-            error = _launch_error(command[0], exc)
             error.received = list(forwarding.received)
             raise error from None
         forwarding.job_started(pid)  # (passes on those that came while it was being started)
@@ -1160,6 +1161,28 @@ def run_child(
     terminal.job_stops.continued()  # (ended stopped: killed)
     stopped_s = terminal.job_stops.total_s
     return JobEnd(returncode, forwarded, list(unreached), interrupts, at_the_terminal, stopped_s, first_came)
+
+
+def _started(
+    command: list[str],
+    env: dict[str, str],
+    reset: tuple[int, ...],
+    retry: Callable[[LaunchError], dict[str, str] | None] | None,
+) -> int:
+    """The job's pid, started once more with the environment ``retry`` gives for why it could not start
+    (LaunchError otherwise). Inside run_child's forwarders: a signal that came during the first start stays
+    held for the job started again (the E2BIG retry ran without it when the caller started it anew)."""
+    try:
+        return _spawn(command, env, reset)
+    except OSError as exc:
+        error = _launch_error(command[0], exc)
+    again = retry(error) if retry is not None else None
+    if again is None:
+        raise error
+    try:
+        return _spawn(command, again, reset)
+    except OSError as exc:
+        raise _launch_error(command[0], exc) from None
 
 
 def _spawn(command: list[str], env: dict[str, str], reset: tuple[int, ...] = _RESET_IN_CHILD) -> int:

@@ -722,24 +722,30 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
     # its default action and killed npuprof, its record saying nothing of the run's end (helper-342)
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)
     before_the_job.restore()  # run_child passes the signals on to the job from here
+
+    def in_a_file(exc: LaunchError) -> dict[str, str] | None:
+        """The environment within the kernel's limit without npuprof, over it with the configuration
+        inline: the job runs as it would without npuprof, its configuration passed in a file. Started again
+        inside run_child: the signals that came during the first start are passed on to it."""
+        nonlocal payload
+        if exc.errno != errno.E2BIG or payload.file is not None:
+            return None
+        in_file = config_payload(cfg, run, output, in_file=True)
+        if in_file.file is None:
+            return None
+        payload, env[ENV_CONFIG] = in_file, in_file.value
+        log.write(f"{exc}: the configuration is passed to the job in {in_file.file} instead", "WARNING")
+        return env
+
     try:
-        try:
-            end = run_child(
-                command, env, run_id, on_start=lambda pid: _record_the_job(record, pid), mask=mask
-            )
-        except LaunchError as exc:
-            if exc.errno != errno.E2BIG or payload.file is not None:
-                raise
-            # the environment within the kernel's limit without npuprof, over it with the configuration
-            # inline: the job runs as it would without npuprof, its configuration passed in a file
-            in_file = config_payload(cfg, run, output, in_file=True)
-            if in_file.file is None:
-                raise
-            payload, env[ENV_CONFIG] = in_file, in_file.value
-            log.write(f"{exc}: the configuration is passed to the job in {in_file.file} instead", "WARNING")
-            end = run_child(
-                command, env, run_id, on_start=lambda pid: _record_the_job(record, pid), mask=mask
-            )
+        end = run_child(
+            command,
+            env,
+            run_id,
+            on_start=lambda pid: _record_the_job(record, pid),
+            mask=mask,
+            retry=in_a_file,
+        )
     except LaunchError as exc:
         payload.remove_file()
         message = str(exc) + (_over_the_exec_limit(env) if exc.errno == errno.E2BIG else "")

@@ -1983,3 +1983,67 @@ def test_a_local_ranks_filter_naming_no_rank_leaves_profiling_on(given: str, sho
     assert ranks == shown
     _config, run = read_payload(ProfileConfig().to_env({"run_id": "r", "shown_local_ranks": ranks}))
     assert run.shown_local_ranks == shown
+
+
+# A job that waits (up to 30 s) for ``SIGNAL`` once its handler is in place (the ``ready`` file says so):
+# exit 0 when it came, 3 when it did not.
+_WAITS_FOR_A_SIGNAL = (
+    "import os, signal, sys, time\n"
+    "came = []\n"
+    "signal.signal(signal.{signame}, lambda *_: came.append(1))\n"
+    "open(sys.argv[1], 'w').close()\n"
+    "deadline = time.monotonic() + 30\n"
+    "while not came and time.monotonic() < deadline:\n"
+    "    time.sleep(0.01)\n"
+    "sys.exit(0 if came else 3)\n"
+)
+
+
+def _signalled_as_the_job_starts(
+    out: Path, tmp_path: Path, signame: str, failing_first: bool
+) -> subprocess.CompletedProcess[str]:
+    """``npuprof run`` of _WAITS_FOR_A_SIGNAL whose launcher gets ``signame`` while it starts the job: after
+    the spawn, before run_child knows the job's pid (the job's handler in place by then); ``failing_first``:
+    during a first spawn that fails with E2BIG (the environment over the kernel's limit with the inline
+    configuration: started again with it in a file)."""
+    ready = tmp_path / "ready"
+    launcher = (
+        "import errno, os, signal, sys, time\n"
+        "from npuprof import launch\n"
+        "spawn, spawns = launch._spawn, []\n"
+        "def spawned(command, env, reset):\n"
+        "    spawns.append(1)\n"
+        f"    if {failing_first} and len(spawns) == 1:\n"
+        f"        os.kill(os.getpid(), signal.{signame})\n"
+        "        raise OSError(errno.E2BIG, os.strerror(errno.E2BIG))\n"
+        "    pid = spawn(command, env, reset)\n"
+        "    deadline = time.monotonic() + 60\n"
+        f"    while not os.path.exists({str(ready)!r}) and time.monotonic() < deadline:\n"
+        "        time.sleep(0.01)\n"
+        f"    if not {failing_first}:\n"
+        f"        os.kill(os.getpid(), signal.{signame})\n"
+        "    return pid\n"
+        "launch._spawn = spawned\n"
+        "from npuprof.cli.main import main\n"
+        "sys.argv = ['npuprof', *sys.argv[1:]]\n"
+        "main()\n"
+    )
+    job = _WAITS_FOR_A_SIGNAL.replace("{signame}", signame)
+    return subprocess.run(
+        [sys.executable, "-c", launcher, "run", "-o", str(out), "--", sys.executable, "-c", job, str(ready)],
+        env=clean_env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_a_signal_during_a_start_over_the_exec_limit_reaches_the_job_started_again(
+    out: Path, tmp_path: Path
+) -> None:
+    """A job whose environment was over the kernel's exec limit with the inline configuration (E2BIG) is
+    started again with it in a file; a signal that came during the first, failed start was held for that
+    start alone: the job started again ran without it (a SIGUSR1 asking for a checkpoint, a SIGTERM). It
+    reaches the job as one that comes during any start does: without npuprof the job would have got it."""
+    result = _signalled_as_the_job_starts(out, tmp_path, "SIGUSR1", failing_first=True)
+    assert result.returncode == 0, (result.returncode, result.stderr)  # 3: the job never got it
+    record = json.loads((out / "npuprof_run.json").read_text())
+    assert record["exit_code"] == 0 and record["signals_forwarded"] == [signal.SIGUSR1], record
+    assert "configuration is passed to the job in" in (out / "npuprof.log").read_text()
