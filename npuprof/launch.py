@@ -863,6 +863,7 @@ class _Terminal:
         self.job_ended = False  # the job was reaped: nothing to give the terminal to
         self.ctrl_z_before_the_job = False  # a Ctrl-Z came as the job was started
         self.continued_before_the_job = False  # a SIGCONT came as the job was started
+        self.resized_before_the_job = False  # a SIGWINCH came as the job was started
         self.job_stops = _JobStops()  # told by the wait (_wait), which is given this object
         self._opened = False
         self.fd = _terminal_on_stdin()
@@ -1000,7 +1001,12 @@ def _resizes_reach_the_job(pgid_holder: list[int], terminal: _Terminal) -> Itera
         return
 
     def resized(signum: int, frame: object) -> None:
-        if not pgid_holder or terminal.job_ended:
+        if not pgid_holder:
+            # passed on by run_child once the job runs, as the other signals held then are: the job may
+            # have read the old size already
+            terminal.resized_before_the_job = True
+            return
+        if terminal.job_ended:
             return
         if not terminal.stopped_with_the_job:
             terminal.give_to(pgid_holder[0])
@@ -1143,6 +1149,8 @@ def run_child(
             _kill_group(pid, signal.SIGTSTP)
         elif terminal.continued_before_the_job and _stopped(pid):
             _kill_group(pid, signal.SIGCONT)
+        if terminal.resized_before_the_job:
+            _kill_group(pid, signal.SIGWINCH)
         if on_start is not None:
             with contextlib.suppress(Exception):  # never the job's wait
                 on_start(pid)

@@ -2047,3 +2047,10 @@ def test_a_signal_during_a_start_over_the_exec_limit_reaches_the_job_started_aga
     record = json.loads((out / "npuprof_run.json").read_text())
     assert record["exit_code"] == 0 and record["signals_forwarded"] == [signal.SIGUSR1], record
     assert "configuration is passed to the job in" in (out / "npuprof.log").read_text()
+
+
+def test_a_window_resize_as_the_job_starts_reaches_it(out: Path, tmp_path: Path) -> None:
+    """Every signal npuprof passes on that came while the job was being started is passed on once it runs
+    (_Forwarding.job_started), but a SIGWINCH then was dropped: the job kept the terminal's old size."""
+    result = _signalled_as_the_job_starts(out, tmp_path, "SIGWINCH", failing_first=False)
+    assert result.returncode == 0, (result.returncode, result.stderr)  # 3: the job never got it
