@@ -1119,7 +1119,27 @@ def run_child(
     (``run_id``: the run whose processes a second SIGINT kills wherever they are; ``on_start`` is told the
     job's pid once it runs; ``mask``: the signal mask to set once the forwarders are in place, where the
     caller blocked the signals over its hand-over to them: those that came meanwhile are passed on).
-    ``retry``: told why the job could not start, the environment to start it with once more, or None."""
+    ``retry``: told why the job could not start, the environment to start it with once more, or None.
+    Failing before ``mask`` is set (npuprof's fault, not the job's), it is set all the same: the signals the
+    caller blocked are acted on, not left blocked in a launcher that reports its error."""
+    unset = [mask] if mask is not None else []
+    try:
+        return _run_child(command, env, run_id, on_start, unset, retry)
+    except BaseException:
+        if unset:
+            signal.pthread_sigmask(signal.SIG_SETMASK, unset.pop())
+        raise
+
+
+def _run_child(
+    command: list[str],
+    env: dict[str, str],
+    run_id: str | None,
+    on_start: Callable[[int], None] | None,
+    unset: list[set[signal.Signals]],
+    retry: Callable[[LaunchError], dict[str, str] | None] | None,
+) -> JobEnd:
+    """run_child's work; ``unset``: the mask to set once the forwarders are in place (emptied then)."""
     pgid: list[int] = []
     terminal = _Terminal()
     unreached: list[int] = []
@@ -1133,8 +1153,9 @@ def run_child(
         _ctrl_z_at_the_launchers_group(pgid, terminal),
         _resizes_reach_the_job(pgid, terminal),
     ):
-        if mask is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # (before the spawn: the job inherits it)
+        if unset:
+            signal.pthread_sigmask(signal.SIG_SETMASK, unset[0])  # (before the spawn: the job inherits it)
+            unset.clear()
         try:
             pid = _started(command, env, reset_in_child, retry)
         except LaunchError as error:

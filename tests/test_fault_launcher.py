@@ -2054,3 +2054,25 @@ def test_a_window_resize_as_the_job_starts_reaches_it(out: Path, tmp_path: Path)
     (_Forwarding.job_started), but a SIGWINCH then was dropped: the job kept the terminal's old size."""
     result = _signalled_as_the_job_starts(out, tmp_path, "SIGWINCH", failing_first=False)
     assert result.returncode == 0, (result.returncode, result.stderr)  # 3: the job never got it
+
+
+def test_a_launcher_that_fails_before_it_passes_signals_on_is_not_left_deaf_to_them(
+    out: Path, tmp_path: Path
+) -> None:
+    """The runner blocks the signals it passes on until run_child's forwarders take them over (mask=);
+    run_child failing before that (an OSError as it set the terminal up) left them blocked in a launcher
+    that went on to report its error: a SIGTERM that came meanwhile, or during the report, did nothing
+    and npuprof exited 1. Unblocked, it ends npuprof."""
+    failing_setup = (
+        "import errno\n"
+        "from npuprof import launch\n"
+        "class Terminal(launch._Terminal):\n"
+        "    def __init__(self):\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)  # blocked by the runner: pending\n"
+        "        raise OSError(errno.EIO, os.strerror(errno.EIO))\n"
+        "launch._Terminal = Terminal\n"
+    )
+    marker = tmp_path / "ran"
+    result = _stopped_before_the_job(out, marker, "SIGCHLD", failing_setup)  # (SIGCHLD: nothing)
+    assert result.returncode == -signal.SIGTERM, (result.returncode, result.stderr)
+    assert not marker.exists()
