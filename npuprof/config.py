@@ -964,7 +964,8 @@ def _set_from_file(cfg: ProfileConfig, option: Any, value: Any, key: str, path: 
         if value is not None:
             threshold = _expect(value, (int, float), key, path)
             try:
-                cfg.gc_detect_threshold = float(threshold)
+                # (a float as it is: one past a float's range shows as written, _PastFloatRange)
+                cfg.gc_detect_threshold = threshold if isinstance(threshold, float) else float(threshold)
             except OverflowError:
                 raise ConfigError(source, f"{_shown(threshold)} is out of range") from None
     elif option.key == "export_type":

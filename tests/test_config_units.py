@@ -758,3 +758,7 @@ def test_a_number_past_a_floats_range_is_named_as_written_in_both_config_files(t
         parse_request(b'{"start_step": %s}' % written, "d", base, lambda level, line: heard.append(line))
     said = [line for line in heard if "start_step" in line]
     assert [line.split(", got ")[1].split(";")[0] for line in said] == ["1e999", "-1E+999"], heard
+    # the one number setting, a float: "got inf" once converted
+    path.write_bytes(b'{"start_step": 1, "experimental_config": {"gc_detect_threshold": 1e999}}')
+    with pytest.raises(ConfigError, match=r"gc_detect_threshold: must be 0 to 1e9 ms, got 1e999;"):
+        run_flags.build_config(path, {}, environ={})
