@@ -390,6 +390,25 @@ def test_an_empty_stacks_file_is_said_empty_not_the_current_directory(
 
 
 @pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ("", "-o: is empty; give a file name: one ending in .html, .json, .json.gz or .raw.json.gz"),
+        ("out/m.txt", "-o: cannot tell the format of 'out/m.txt': end the name in .html, .json, .json.gz"),
+    ],
+)
+def test_a_memory_timeline_name_of_no_format_is_named_as_given(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], given: str, said: str
+) -> None:
+    """`npuprof memory-timeline DIR -o ''` said "cannot tell the format of ''" (the name of Path(''), the
+    current directory): neither what was typed nor what -o takes."""
+    monkeypatch.chdir(tmp_path)
+    code, err = _cli(monkeypatch, capsys, "memory-timeline", str(tmp_path), "-o", given)
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"npuprof memory-timeline: {said}"), err
+    assert err.endswith("(-o - writes .json to stdout)\n"), err
+
+
+@pytest.mark.parametrize(
     ("args", "flag"),
     [
         (["export-stacks", "src", "-o", "{}"], "-o"),

@@ -94,6 +94,8 @@ def memory_timeline(
         raise _fail(
             "source: is empty; give a rank directory (*_ascend_pt), a trace file or a *.raw.json.gz", 2
         )
+    if not output:  # Path('') is the current directory, whose name is ''
+        raise _fail(f"-o: is empty; give a file name: {_NAMES_TAKEN}", 2)
     if (problem := directory_form_problem(output)) is not None:
         raise _fail(f"-o: {problem}: give a file name (-o - writes .json to stdout)", 2)
     output = Path(output)
@@ -107,7 +109,7 @@ def memory_timeline(
     try:
         fmt = _stream_format(output) if stream else mt.format_of(output)
     except mt.MemoryTimelineError as exc:
-        raise _fail(f"-o: {exc}", 2) from None
+        raise _fail(f"-o: {exc} (-o - writes .json to stdout)", 2) from None
     problem = None if stream else output_file_problem(target)
     if problem is not None:
         raise _fail(f"-o {output}: {problem}: give a file name (-o - writes .json to stdout)", 2)
@@ -179,6 +181,9 @@ def memory_timeline(
         f"wrote {'stdout' if to_stdout else target} ({data.device}, {events} memory events, from "
         f"{'categorised data' if data.source == mt.SOURCE_CATEGORISED else data.origin})"
     )
+
+
+_NAMES_TAKEN = "one ending in .html, .json, .json.gz or .raw.json.gz (-o - writes .json to stdout)"
 
 
 def _stream_format(output: Path) -> str:

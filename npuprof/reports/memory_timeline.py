@@ -102,12 +102,14 @@ class MemoryData:
 
 
 def format_of(path: Path) -> str:
+    """The format ``path``'s name asks for; the error names the path as given (not its last part, which
+    for ``a.txt/`` or the empty word is '')."""
     name = path.name
     for fmt in ("raw.json.gz", "json.gz", "json", "html"):
         if name.endswith("." + fmt):
             return fmt
     raise MemoryTimelineError(
-        f"cannot tell the format of {path.name!r}: end the name in .html, .json, .json.gz or .raw.json.gz"
+        f"cannot tell the format of {str(path)!r}: end the name in .html, .json, .json.gz or .raw.json.gz"
     )
 
 
