@@ -1094,8 +1094,9 @@ def set_option(cfg: ProfileConfig, option: Any, value: Any) -> None:
         cfg.schedule.off = False  # a schedule flag asks for captures, whatever a config file said
     elif key == "activities":
         cfg.activities = parse_activities(str(value))
-        if str(value) != ",".join(cfg.activities):  # `gpu`, `cuda`: its warning names it as typed
-            cfg.given_as[key] = f"{option.flag} {value}"
+        typed = ",".join(part.strip() for part in str(value).split(",") if part.strip())  # as parsed
+        if typed != ",".join(cfg.activities):  # `gpu`, `cuda`: its warning names it as typed
+            cfg.given_as[key] = f"{option.flag} {typed}"
     elif key == "level":
         cfg.level = parse_level(str(value))
     elif key == "aic_metrics":

@@ -595,3 +595,17 @@ def test_an_export_cut_short_by_the_scripts_signal_handler_keeps_its_steps_in_th
     record = json.loads((rank_dir / layout.CAPTURE_RECORD).read_text())
     assert (record["status"], record["steps"]) == ("incomplete", [2, 3, 4]), record
     assert "interrupted by the script's signal handler" in record["detail"], record
+
+
+@pytest.mark.parametrize(
+    ("typed", "named"), [(" gpu ", "gpu"), ("gpu , ", "gpu"), (" NPU", "NPU"), (" npu", "npu")]
+)
+def test_activities_ignored_on_the_cpu_are_named_without_the_spaces_typed(typed: str, named: str) -> None:
+    """`npuprof run --activities ' gpu '` was told "ignored on the torch-cpu backend: --activities  gpu  (no
+    accelerator ...)": the spaces that parsing drops were kept in the name of what was typed."""
+    from npuprof.agent.backends.torch_backend import TorchBackend
+
+    backend = TorchBackend.__new__(TorchBackend)
+    backend.use_cuda, backend.name = False, "torch-cpu"
+    ignored = backend.ignored_flags(run_flags.build_config(None, {"activities": typed}))
+    assert ignored == [f"--activities {named} (no accelerator here; the CPU is profiled)"]
