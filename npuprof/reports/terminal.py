@@ -632,10 +632,16 @@ def _say_too_few_steps(
         return
     from npuprof.analysis.report import SMALL_GROUP_STEPS
 
-    who = " or ".join(dict.fromkeys(f"rank {s.rank}" for s in undecided))  # a rank named once
     steps = "/".join(dict.fromkeys(str(s.too_few_steps) for s in undecided))
+    if len({s.rank for s in undecided}) == 1:
+        question = f"rank {undecided[0].rank} is an outlier"
+    else:  # both lines' ranks, each named by its line's question: "rank 1 or rank 0" said neither which
+        first, second = undecided  # the slowest rank's, then the waited for's
+        question = (
+            f"the slowest rank ({first.rank}) and the rank the others wait for ({second.rank}) are outliers"
+        )
     console.print(
-        f"whether {who} is an outlier: not told by {steps} steps (with 2 ranks it takes {SMALL_GROUP_STEPS} "
+        f"whether {question}: not told by {steps} steps (with 2 ranks it takes {SMALL_GROUP_STEPS} "
         f"whole steps both have, which {npuprof_cmd(f'run --active {SMALL_GROUP_STEPS}')} or more captures)"
     )
 
