@@ -246,33 +246,30 @@ def trace_changed_since(done: Path, rank_dir: Path) -> str:
         return ""
     if name != trace.name:
         if trace.name == f"{name}.gz":
-            if _gzip_of(trace, then, size):
-                return ""
-            return (
-                f"its trace {trace.name} is not the whole gzip of the {then:,} bytes of {name} its tables "
-                "were made from (cut or written since)"
-            )
+            return _gzip_changed(trace, name, then, size)
         return f"its trace is {trace.name}, its tables were made from {name}"
     if size == then:
         return ""
     return f"its trace {name} is {size:,} bytes, {then:,} when its tables were made (cut or written since)"
 
 
-def _gzip_of(packed: Path, plain_bytes: int, packed_bytes: int) -> bool:
-    """Whether ``packed`` (``packed_bytes`` long) ends as the gzip of ``plain_bytes`` bytes does: a gzip
-    member's last 4 bytes are the size it holds, modulo 2**32 (the post-processor writes one member). It
-    gzips after the parse, so analyse.done names the plain trace and its size: a .gz cut since (a copy of
-    the result tree cut short) ends in bytes of its stream instead, which match by a chance of 2**-32. A
-    file that cannot be read is not told changed, as a size that cannot be is not (the parse says why)."""
-    if packed_bytes < 18:  # a gzip's header and trailer alone
-        return False
-    try:
-        with open(packed, "rb") as handle:
-            handle.seek(packed_bytes - 4)
-            tail = handle.read(4)
-    except OSError:
-        return True
-    return len(tail) == 4 and int.from_bytes(tail, "little") == plain_bytes % (1 << 32)
+def _gzip_changed(packed: Path, name: str, then: int, size: int) -> str:
+    """How ``packed``, the gzip of ``name``, differs from the ``then`` bytes its tables were made from
+    (gzip_size); "" when it does not, or it cannot be told."""
+    from npuprof.analysis.gzip_size import GzipSize, gzip_size
+
+    found = gzip_size(packed, then, size)
+    if found is GzipSize.SAME:
+        return ""
+    its, of = f"its trace {packed.name}", f"the {then:,} bytes of {name} its tables were made from"
+    if found is GzipSize.UNCHECKED:  # bgzip, cat a.gz b.gz: its end holds its last member's size only
+        return f"{its} is a gzip of several members: its size could not be checked against {of}"
+    if found is GzipSize.WRITTEN_AGAIN:
+        return f"{its} is a gzip of another size than {of} (written since)"
+    # the post-processor's one member cut or written again, or several whose last starts before the end read
+    return (
+        f"{its} does not end as the gzip of {of} does (cut or written since, or gzipped in several members)"
+    )
 
 
 def _tables_whole(out_dir: Path) -> bool:
