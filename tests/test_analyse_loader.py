@@ -441,11 +441,11 @@ def test_gz_whose_text_goes_on_in_a_cut_member_is_truncated(tmp_path: Path) -> N
     assert "the gzip data ends early" in (trace.gzip_note or "")
 
 
-def _with_a_long_string(synth: Path, path: Path, value: str, share: float = 1 / 3) -> tuple[int, int]:
+def _with_a_long_string(synth: Path, path: Path, value: str | list, share: float = 1 / 3) -> tuple[int, int]:
     """``synth`` with one more event, a record_function whose arg holds ``value`` (over 64 KiB of
-    ``{...}, {...}``), put after ``share`` of the events' bytes (a third: where a split of the events in
-    three makes its first cut, far from the file's end, which a reader looks back at); (the string's first
-    and last byte, as written)."""
+    ``{...}, {...}``: a string, or a list, _PHASED), put after ``share`` of the events' bytes (a third:
+    where a split of the events in three makes its first cut, far from the file's end, which a reader looks
+    back at); (the string's first and last byte, as written)."""
     text = synth.read_text()
     events = text.index("[", text.index('"traceEvents"')) + 1
     closing = text.rindex("]")
@@ -459,6 +459,11 @@ def _with_a_long_string(synth: Path, path: Path, value: str, share: float = 1 / 
     return first, first + len(written.encode()) - 1
 
 
+# a list of objects in an arg, each with a "ph" as an event has, longer than the 64 KiB the boundary search
+# reads after a "{": where a split lands in it, the search takes an object of it for an event
+_PHASED = [{"ph": "X", "name": f"n{i}", "ts": i, "dur": 1} for i in range(10_000)]
+
+
 def test_a_string_of_objects_where_a_split_lands_is_read_as_one_reader_reads_it(
     synth: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -466,9 +471,10 @@ def test_a_string_of_objects_where_a_split_lands_is_read_as_one_reader_reads_it(
     a "{" to judge it made that search cut inside the string: with -j 3 the first range ended there and a
     whole trace was refused ("undecodable events ... (corrupt trace)"). Each range but the last must end
     where an event ends, read as it is; when one does not, the trace is read again by one reader: the
-    columns are -j 1's."""
+    columns are -j 1's. (Such a string no longer takes the search, which passes over "{}": a list of
+    objects with a "ph" in an arg, _PHASED, still does.)"""
     path = tmp_path / "long.pt.trace.json"
-    first, last = _with_a_long_string(synth, path, ", ".join(["{}"] * 100_000))
+    first, last = _with_a_long_string(synth, path, _PHASED)
     start, end = TraceReader(path).region()
     guessed = TraceReader(path).boundary_after(start + (end - start) // 3, end)
     assert first < guessed < last  # the case: the search's guess lies inside the string
@@ -483,6 +489,33 @@ def test_a_string_of_objects_where_a_split_lands_is_read_as_one_reader_reads_it(
     assert list(parallel.op_ts) == list(serial.op_ts) and list(parallel.dev_dur) == list(serial.dev_dur)
 
 
+def test_a_split_that_lands_in_a_string_of_empty_objects_is_after_it_and_read_once(
+    synth: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The boundary search took a "{" of a string of "{}, {}, ..." more than 64 KiB from its end for an
+    event's start (what it reads after it is objects): -j N then cut inside the string and read the whole
+    trace again by one reader. No event is an empty object: the split is the event after the string, the
+    trace read once, its events Python's json's at every -j."""
+    path = tmp_path / "empty.pt.trace.json"
+    _first, last = _with_a_long_string(synth, path, ", ".join(["{}"] * 100_000))
+    data = path.read_bytes()
+    after = data.index(b"{", last)  # the event after the string's
+    start, end = TraceReader(path).region()
+    assert TraceReader(path).boundary_after(start + (end - start) // 3, end) == after
+    want = json.loads(data)["traceEvents"]
+    scans = []
+    scan_ranges = scan_mod._scan_ranges
+    monkeypatch.setattr(scan_mod, "_scan_ranges", lambda *a, **k: scans.append(a[5]) or scan_ranges(*a, **k))
+    monkeypatch.setattr(scan_mod, "MIN_PER_WORKER", 1 << 16)
+    for workers in (1, 2, 3):
+        scans.clear()
+        extract, _meta, _end = scan_mod.scan(path, workers=workers)
+        assert scans == [workers], (workers, scans)  # read once: no read again by one reader
+        assert extract.event_count == len(want), workers
+        names = [extract.strings[i] for i in extract.op_name]
+        assert names == [e["name"] for e in want if e.get("cat") == "cpu_op" and e["ph"] == "X"], workers
+
+
 def test_a_trace_split_inside_a_string_is_analysed_as_by_one_process(
     synth: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -492,7 +525,7 @@ def test_a_trace_split_inside_a_string_is_analysed_as_by_one_process(
     from npuprof.analysis.parse import parse_rank_dir
 
     trace = tmp_path / "long.pt.trace.json"
-    _with_a_long_string(synth, trace, ", ".join(["{}"] * 100_000))
+    _with_a_long_string(synth, trace, _PHASED)
     monkeypatch.setattr(scan_mod, "MIN_PER_WORKER", 1 << 16)
     monkeypatch.setattr(trace_body, "MIN_SPLIT", 1 << 16)
     split_point, cuts = trace_body.split_point, []
@@ -636,7 +669,7 @@ def test_reading_behind_a_decompression_cut_inside_a_string_reads_as_one_reader(
     takes, inside the first event's string of "{}, {}, ...": the whole trace was refused. The columns are
     a plain scan's."""
     path = tmp_path / "first.pt.trace.json"
-    first, last = _with_a_long_string(synth, path, ", ".join(["{}"] * 100_000), share=0)
+    first, last = _with_a_long_string(synth, path, _PHASED, share=0)  # a string of "{}" takes no search now
     start, end = TraceReader(path).region()
     assert first < TraceReader(path).boundary_after(start, end) < last  # the case
     want, want_meta, want_end = scan_mod.scan(path)

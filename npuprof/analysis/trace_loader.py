@@ -1262,7 +1262,9 @@ class TraceReader:
                 at_end = pos + len(window) >= end
                 last = len(window) if at_end else len(window) - _LOOKAHEAD
                 judge = _EventStarts(window)
-                for match in _BOUNDARY.finditer(window):  # "},{" found by the regex engine, not per "}"
+                # "},{" found by the regex engine, not per "}"; not before "{}": an event is no empty
+                # object, and a string of "{}, {}, ..." reads as objects 64 KiB on from its end
+                for match in _BEFORE_AN_OBJECT.finditer(window):
                     brace = match.end() - 1
                     if brace >= last:
                         break
@@ -1322,9 +1324,6 @@ class TraceReader:
             if rest < len(buf) and buf[rest] == 0x2C:
                 rest += 1
             buf = buf[rest:]
-
-
-_BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")  # between two events: "},{"
 
 
 def _trailing_key_before(buf: bytes | bytearray, bracket: int) -> int | None:
