@@ -609,3 +609,22 @@ def test_activities_ignored_on_the_cpu_are_named_without_the_spaces_typed(typed:
     backend.use_cuda, backend.name = False, "torch-cpu"
     ignored = backend.ignored_flags(run_flags.build_config(None, {"activities": typed}))
     assert ignored == [f"--activities {named} (no accelerator here; the CPU is profiled)"]
+
+
+@pytest.mark.parametrize(
+    ("typed", "said"),
+    [
+        ("cpu,gpu", ["the device part of --activities cpu,gpu (no accelerator here)"]),
+        ("cuda, CPU", ["the device part of --activities cuda,CPU (no accelerator here)"]),
+        ("cpu,npu", []),
+        ("cpu", []),
+    ],
+)
+def test_a_device_activity_dropped_beside_the_cpu_is_said(typed: str, said: list[str]) -> None:
+    """`npuprof run --activities cpu,gpu` on a machine without an accelerator profiled the CPU alone and
+    said nothing of the gpu it dropped (`--activities gpu` alone was said ignored)."""
+    from npuprof.agent.backends.torch_backend import TorchBackend
+
+    backend = TorchBackend.__new__(TorchBackend)
+    backend.use_cuda, backend.name = False, "torch-cpu"
+    assert backend.ignored_flags(run_flags.build_config(None, {"activities": typed})) == said

@@ -40,10 +40,19 @@ class TorchBackend:
         from npuprof.agent.capture import metric_fits
 
         ignored += [f"--export-stacks {m}" for m in cfg.export_stacks if not metric_fits(m, self.name)]
+        typed = "activities" in cfg.given_as  # a config file's key and value, or `--activities gpu`
         if cfg.activities == ["npu"] and not self.use_cuda:
-            typed = "activities" in cfg.given_as  # a config file's key and value, or `--activities gpu`
             activities = given_text(cfg, BY_KEY["activities"]) if typed else "--activities npu"
             ignored.append(f"{activities} (no accelerator here; the CPU is profiled)")
+        elif (
+            "npu" in cfg.activities
+            and not self.use_cuda
+            and cfg.given_as.get("activities", "").startswith("-")
+        ):
+            # `--activities cpu,gpu`: the default cpu,npu, and a config file's (its template's), say nothing
+            ignored.append(
+                f"the device part of {given_text(cfg, BY_KEY['activities'])} (no accelerator here)"
+            )
         return ignored
 
     def _activities(self, cfg: ProfileConfig) -> list[Any]:
