@@ -651,6 +651,8 @@ class JobEnd:
     stopped_s: float = 0.0  # how long the job was stopped (_JobStops), of the time it ran
     # when each signal received first came (time.monotonic): a batch system's SIGKILL follows its SIGTERM
     first_came: dict[int, float] = dataclasses.field(default_factory=dict)
+    # npuprof's own failure while the job ran (the job then waited for plainly), or None
+    internal_error: Exception | None = None
 
     def terminal_signal(self) -> int | None:
         """The terminal's Ctrl-C or Ctrl-\\ that the job died of, or None. The terminal sent it to the job's
@@ -1125,6 +1127,15 @@ def run_child(
     unset = [mask] if mask is not None else []
     try:
         return _run_child(command, env, run_id, on_start, unset, retry)
+    except LaunchError:
+        if unset:
+            signal.pthread_sigmask(signal.SIG_SETMASK, unset.pop())
+        raise
+    except Exception as exc:  # npuprof's own fault before the job started (_run_child's own)
+        # held (blocked), as for a job that could not start: set to the caller's mask, a signal pending
+        # since the caller blocked them killed npuprof before its record said how the run ended
+        signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)
+        raise InternalLaunchError(exc) from exc
     except BaseException:
         if unset:
             signal.pthread_sigmask(signal.SIG_SETMASK, unset.pop())
@@ -1158,38 +1169,69 @@ def _run_child(
             unset.clear()
         try:
             pid = _started(command, env, reset_in_child, retry)
-        except LaunchError as error:
+        except Exception as exc:  # (the E2BIG retry's own failure included: npuprof's, InternalLaunchError)
             # held (blocked) from here, as at the job's end: the caller writes its record, then dies of
             # those that came (LaunchError.received), which were held for a job that never ran (helper-342)
             signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)
+            error = exc if isinstance(exc, LaunchError) else InternalLaunchError(exc)
             error.received = list(forwarding.received)
-            raise error from None
-        forwarding.job_started(pid)  # (passes on those that came while it was being started)
-        terminal.give_to(pid)
-        if terminal.ctrl_z_before_the_job:
-            _kill_group(pid, signal.SIGTSTP)
-        elif terminal.continued_before_the_job and _stopped(pid):
-            _kill_group(pid, signal.SIGCONT)
-        if terminal.resized_before_the_job:
-            _kill_group(pid, signal.SIGWINCH)
-        if on_start is not None:
-            with contextlib.suppress(Exception):  # never the job's wait
-                on_start(pid)
+            raise error from (None if error is exc else exc)
+        reaped: list[int] = []
+        internal_error: Exception | None = None
         try:
-            returncode = _wait(pid, terminal)
-            terminal.job_ended = True
-            at_the_terminal = terminal.held_by(pid)
+            try:
+                forwarding.job_started(pid)  # (passes on those that came while it was being started)
+                terminal.give_to(pid)
+                if terminal.ctrl_z_before_the_job:
+                    _kill_group(pid, signal.SIGTSTP)
+                elif terminal.continued_before_the_job and _stopped(pid):
+                    _kill_group(pid, signal.SIGCONT)
+                if terminal.resized_before_the_job:
+                    _kill_group(pid, signal.SIGWINCH)
+                if on_start is not None:
+                    with contextlib.suppress(Exception):  # never the job's wait
+                        on_start(pid)
+                reaped.append(_wait(pid, terminal))
+                terminal.job_ended = True
+                at_the_terminal = terminal.held_by(pid)
+            except Exception as exc:
+                # npuprof's fault with the job running: the job is the user's and runs to its end, waited
+                # for plainly with the signals still passed on; it was left orphaned, its exit code lost
+                internal_error, at_the_terminal = exc, False
+                if not reaped:
+                    reaped.append(_wait_plainly(pid))
+                terminal.job_ended = True
+            returncode = reaped[0]
             # held (pending, not lost) from here until the caller takes them over: the forwarders are
             # about to go, and a signal then would kill the launcher before its record (helper-96)
             signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)
         finally:
-            terminal.take_back(pid)
+            with contextlib.suppress(Exception):
+                terminal.take_back(pid)
     # once the group is gone every later signal finds it gone: the unreached ones are the last received
     received = forwarding.received
     forwarded = received[: len(received) - len(unreached)]
     terminal.job_stops.continued()  # (ended stopped: killed)
     stopped_s = terminal.job_stops.total_s
-    return JobEnd(returncode, forwarded, list(unreached), interrupts, at_the_terminal, stopped_s, first_came)
+    return JobEnd(
+        returncode,
+        forwarded,
+        list(unreached),
+        interrupts,
+        at_the_terminal,
+        stopped_s,
+        first_came,
+        internal_error,
+    )
+
+
+def _wait_plainly(pid: int) -> int:
+    """The job's return code, waited for without job control's mirroring (after _wait failed)."""
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:  # reaped by the failed _wait itself: its code is lost
+        return 0
+    return os.waitstatus_to_exitcode(status)
 
 
 def _started(
@@ -1389,6 +1431,16 @@ class LaunchError(RuntimeError):
         if stops:
             die_of(stops[0])
         signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED_SIGNALS)
+
+
+class InternalLaunchError(LaunchError):
+    """npuprof's own failure (not the job's, nor its command's) before the job started: ``cause``; the exit
+    code npuprof's own failures give (1, as `npuprof analyse` and the other commands), not a shell's 126 or
+    127, which would say the command is at fault."""
+
+    def __init__(self, cause: Exception) -> None:
+        super().__init__(f"{type(cause).__name__}: {cause}", 1)
+        self.cause = cause
 
 
 def _launch_error(name: str, exc: OSError) -> LaunchError:

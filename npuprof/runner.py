@@ -20,6 +20,7 @@ from npuprof.config import ProfileConfig
 from npuprof.invocation import npuprof_cmd
 from npuprof.launch import (
     FORWARDED_SIGNALS,
+    InternalLaunchError,
     JobEnd,
     LaunchError,
     child_environment,
@@ -747,13 +748,29 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
             retry=in_a_file,
         )
     except LaunchError as exc:
-        payload.remove_file()
-        message = str(exc) + (_over_the_exec_limit(env) if exc.errno == errno.E2BIG else "")
+        with contextlib.suppress(Exception):
+            payload.remove_file()
+        if isinstance(exc, InternalLaunchError):
+            message = f"internal error as the job was being started ({exc})"
+        else:
+            message = str(exc) + (_over_the_exec_limit(env) if exc.errno == errno.E2BIG else "")
         record.content.update(end=run_record.now_iso(), exit_code=exc.exit_code, error=message)
         record.write()
-        code = _error(message, exc.exit_code)
+        if isinstance(exc, InternalLaunchError):
+            _internal_error(log, message, exc.cause, "the job did not run")
+            code = exc.exit_code
+        else:
+            code = _error(message, exc.exit_code)
         exc.die_of_the_held()
         return code
+    if end.internal_error is not None:
+        record.content["error"] = f"internal error while the job ran ({_named(end.internal_error)})"
+        _internal_error(
+            log,
+            str(record.content["error"]),
+            end.internal_error,
+            "the job ran to its end: the exit code is the job's",
+        )
     elapsed = time.monotonic() - started
     log.job_ended = True
     held = _HeldSignals(end.after_the_end, end.interrupts)
@@ -777,6 +794,20 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
     if (stopped_by := held.death()) is not None and end.death_signal() is None:
         die_of(stopped_by)
     return _finish(end)
+
+
+def _named(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _internal_error(log: _RunLog, what: str, exc: BaseException, job: str) -> None:
+    """npuprof's own failure around the job's start, as the run's other internal errors are told: one line,
+    its traceback in the run log."""
+    import traceback  # only here: ~7 ms of the launcher's start otherwise
+
+    with contextlib.suppress(Exception):
+        log.write(f"{what}: {''.join(traceback.format_exception(exc))}", "ERROR")
+    _note(f"{what}; {job}; details in {log.path}")
 
 
 def _remove_or_keep_the_payload(

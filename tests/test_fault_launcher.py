@@ -1251,6 +1251,86 @@ def test_a_signal_that_comes_while_a_job_fails_to_start_ends_npuprof_once_the_re
     assert "cannot start" in record["error"], record
 
 
+_E2BIG_THEN_RETRY_FAILS = (
+    "import errno\n"
+    "from npuprof import launch\n"
+    "def spawn(command, env, reset):\n"
+    "    os.kill(os.getpid(), signal.SIGTERM)  # held for the job, which never runs\n"
+    "    raise OSError(errno.E2BIG, os.strerror(errno.E2BIG))\n"
+    "launch._spawn = spawn\n"
+    "payload = runner.config_payload\n"
+    "def in_file_fails(*args, in_file=False, **kwargs):\n"
+    "    if in_file:\n"
+    "        raise RuntimeError('boom in the retry')\n"
+    "    return payload(*args, **kwargs)\n"
+    "runner.config_payload = in_file_fails\n"
+)
+_SPAWN_FAILS = (
+    "from npuprof import launch\n"
+    "def spawn(command, env, reset):\n"
+    "    raise ValueError('boom in the spawn')\n"
+    "launch._spawn = spawn\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("patch", "boom", "died_of"),
+    [
+        (_E2BIG_THEN_RETRY_FAILS, "boom in the retry", signal.SIGTERM),
+        (_SPAWN_FAILS, "boom in the spawn", None),
+    ],
+    ids=["retry", "spawn"],
+)
+def test_npuprofs_own_failure_as_the_job_starts_ends_the_record_in_one_line(
+    out: Path, tmp_path: Path, patch: str, boom: str, died_of: int | None
+) -> None:
+    """helper-345: an exception other than LaunchError from run_child (its E2BIG retry's own, a spawn's
+    ValueError) printed a traceback and left the record with no end; a signal held for the job then killed
+    npuprof at its default action. Now the record ends (exit code 1, the error), one line names the internal
+    error and the log, and npuprof exits 1 (dies of the held signal once the record is written)."""
+    marker = tmp_path / "ran"
+    result = _stopped_before_the_job(out, marker, "SIGCHLD", patch)  # (SIGCHLD: nothing)
+    assert result.returncode == (-died_of if died_of else 1), (result.returncode, result.stderr)
+    assert "Traceback" not in result.stderr and not marker.exists(), result.stderr
+    said = [line for line in result.stderr.splitlines() if "internal error" in line]
+    assert len(said) == 1 and boom in said[0] and str(out / "npuprof.log") in said[0], result.stderr
+    record = json.loads((out / "npuprof_run.json").read_text())
+    assert record["end"] is not None and record["exit_code"] == 1 and boom in record["error"], record
+    assert "Traceback" in (out / "npuprof.log").read_text()
+    assert not list(out.glob(".npuprof_payload*"))
+
+
+def test_npuprofs_own_failure_while_the_job_runs_waits_for_it_and_passes_its_exit_code_on(
+    out: Path, tmp_path: Path
+) -> None:
+    """helper-345: npuprof's own failure in its wait for the job (or in the job's hand-over just before)
+    left the job running orphaned, its exit code lost, npuprof's traceback the run's end. The job is
+    waited for now, its exit code passed on, the record ended with the error."""
+    marker = tmp_path / "ran"
+    launcher = (
+        "import sys\n"
+        "from npuprof import launch\n"
+        "def wait(pid, terminal):\n"
+        "    raise RuntimeError('boom in the wait')\n"
+        "launch._wait = wait\n"
+        "from npuprof.cli.main import main\n"
+        "sys.argv = ['npuprof', *sys.argv[1:]]\n"
+        "main()\n"
+    )
+    job = f"import sys, time; time.sleep(1); open({str(marker)!r}, 'w'); sys.exit(3)"
+    result = subprocess.run(
+        [sys.executable, "-c", launcher, "run", "-o", str(out), "--", sys.executable, "-c", job],
+        env=clean_env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 3 and marker.exists(), (result.returncode, result.stderr)
+    assert "Traceback" not in result.stderr, result.stderr
+    said = [line for line in result.stderr.splitlines() if "internal error" in line]
+    assert len(said) == 1 and "boom in the wait" in said[0], result.stderr
+    record = json.loads((out / "npuprof_run.json").read_text())
+    assert record["end"] is not None and record["exit_code"] == 3, record
+    assert "boom in the wait" in record["error"], record
+
+
 def test_a_ctrl_cs_copy_while_the_record_is_ended_before_the_job_starts_keeps_the_records_end(
     out: Path, tmp_path: Path
 ) -> None:
