@@ -1123,19 +1123,27 @@ def run_child(
     caller blocked the signals over its hand-over to them: those that came meanwhile are passed on).
     ``retry``: told why the job could not start, the environment to start it with once more, or None.
     Failing before ``mask`` is set (npuprof's fault, not the job's), it is set all the same: the signals the
-    caller blocked are acted on, not left blocked in a launcher that reports its error."""
+    caller blocked are acted on, not left blocked in a launcher that reports its error. npuprof's own
+    failure (an exception other than LaunchError) before the job runs is an InternalLaunchError, the
+    signals held as for a LaunchError; one once the job runs is the JobEnd's ``internal_error``, the job
+    waited for."""
     unset = [mask] if mask is not None else []
+    job: list[int] = []  # the job's pid once started, then its return code once reaped
     try:
-        return _run_child(command, env, run_id, on_start, unset, retry)
+        return _run_child(command, env, run_id, on_start, unset, retry, job)
     except LaunchError:
         if unset:
             signal.pthread_sigmask(signal.SIG_SETMASK, unset.pop())
         raise
-    except Exception as exc:  # npuprof's own fault before the job started (_run_child's own)
+    except Exception as exc:  # npuprof's own fault, outside the job's wait (_run_child's own)
         # held (blocked), as for a job that could not start: set to the caller's mask, a signal pending
         # since the caller blocked them killed npuprof before its record said how the run ended
         signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)
-        raise InternalLaunchError(exc) from exc
+        if not job:
+            raise InternalLaunchError(exc) from exc
+        # the job ran (putting the forwarders down failed): its end, never "the job did not run"
+        returncode = job[1] if len(job) > 1 else _wait_plainly(job[0])
+        return JobEnd(returncode, [], internal_error=exc)
     except BaseException:
         if unset:
             signal.pthread_sigmask(signal.SIG_SETMASK, unset.pop())
@@ -1149,8 +1157,10 @@ def _run_child(
     on_start: Callable[[int], None] | None,
     unset: list[set[signal.Signals]],
     retry: Callable[[LaunchError], dict[str, str] | None] | None,
+    job: list[int],
 ) -> JobEnd:
-    """run_child's work; ``unset``: the mask to set once the forwarders are in place (emptied then)."""
+    """run_child's work; ``unset``: the mask to set once the forwarders are in place (emptied then);
+    ``job``: given the job's pid once it is started, then its return code once it is reaped."""
     pgid: list[int] = []
     terminal = _Terminal()
     unreached: list[int] = []
@@ -1176,6 +1186,7 @@ def _run_child(
             error = exc if isinstance(exc, LaunchError) else InternalLaunchError(exc)
             error.received = list(forwarding.received)
             raise error from (None if error is exc else exc)
+        job.append(pid)
         reaped: list[int] = []
         internal_error: Exception | None = None
         try:
@@ -1202,6 +1213,7 @@ def _run_child(
                     reaped.append(_wait_plainly(pid))
                 terminal.job_ended = True
             returncode = reaped[0]
+            job.append(returncode)
             # held (pending, not lost) from here until the caller takes them over: the forwarders are
             # about to go, and a signal then would kill the launcher before its record (helper-96)
             signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)

@@ -1300,19 +1300,37 @@ def test_npuprofs_own_failure_as_the_job_starts_ends_the_record_in_one_line(
     assert not list(out.glob(".npuprof_payload*"))
 
 
+_WAIT_FAILS = (
+    "from npuprof import launch\n"
+    "def wait(pid, terminal):\n"
+    "    raise RuntimeError('boom in the wait')\n"
+    "launch._wait = wait\n"
+)
+_PUT_DOWN_FAILS = (  # the forwarders' put-down, once the job was reaped
+    "import contextlib\n"
+    "from npuprof import launch\n"
+    "resizes = launch._resizes_reach_the_job\n"
+    "@contextlib.contextmanager\n"
+    "def failing(*args):\n"
+    "    with resizes(*args):\n"
+    "        yield\n"
+    "    raise RuntimeError('boom in the wait')\n"
+    "launch._resizes_reach_the_job = failing\n"
+)
+
+
+@pytest.mark.parametrize("patch", [_WAIT_FAILS, _PUT_DOWN_FAILS], ids=["wait", "put-down"])
 def test_npuprofs_own_failure_while_the_job_runs_waits_for_it_and_passes_its_exit_code_on(
-    out: Path, tmp_path: Path
+    out: Path, tmp_path: Path, patch: str
 ) -> None:
     """helper-345: npuprof's own failure in its wait for the job (or in the job's hand-over just before)
-    left the job running orphaned, its exit code lost, npuprof's traceback the run's end. The job is
-    waited for now, its exit code passed on, the record ended with the error."""
+    left the job running orphaned, its exit code lost, npuprof's traceback the run's end; one as the
+    forwarders were put down after the job's end lost its exit code too. The job is waited for now, its
+    exit code passed on, the record ended with the error."""
     marker = tmp_path / "ran"
     launcher = (
         "import sys\n"
-        "from npuprof import launch\n"
-        "def wait(pid, terminal):\n"
-        "    raise RuntimeError('boom in the wait')\n"
-        "launch._wait = wait\n"
+        f"{patch}"
         "from npuprof.cli.main import main\n"
         "sys.argv = ['npuprof', *sys.argv[1:]]\n"
         "main()\n"
