@@ -31,9 +31,12 @@ def _env(*first_on_path: Path) -> dict[str, str]:
     return env
 
 
-def _as_typed(where: Path, command: list[str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """``command`` run as the user types it, from ``where``, with the tests' environment."""
-    return subprocess.run(command, cwd=where, env=_env(), capture_output=True, text=True, timeout=timeout)
+def _as_typed(
+    where: Path, command: list[str], timeout: float = 120, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``command`` run as the user types it, from ``where``, with the tests' environment (or ``env``)."""
+    env = _env() if env is None else env
+    return subprocess.run(command, cwd=where, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def test_the_run_summary_suggests_the_path_the_user_ran(tmp_path: Path) -> None:
@@ -60,14 +63,7 @@ def test_npuprof_on_path_is_suggested_bare_and_another_path_as_given(tmp_path: P
         ("venv/bin/npuprof", _env(script.parent), "npuprof"),  # PATH's npuprof is this one
         ("npuprof", _env(script.parent), "npuprof"),
     ]:
-        result = subprocess.run(
-            [how, "trigger", str(watched), "--active", "1"],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        result = _as_typed(tmp_path, [how, "trigger", str(watched), "--active", "1"], 60, env)
         assert result.returncode == 0, result.stderr
         assert f"; see {expected} status {watched}\n" in result.stdout, (how, result.stdout)
 
@@ -134,20 +130,13 @@ def test_python_m_npuprof_is_suggested_as_typed_unless_path_has_this_installatio
         (ours, "npuprof"),
     ]:
         env = clean_env(PATH=os.pathsep.join([str(first), "/usr/bin", "/bin"]))
-        result = subprocess.run(
-            [typed, "-m", "npuprof", "trigger", str(watched), "--active", "1"],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
+        result = _as_typed(
+            tmp_path, [typed, "-m", "npuprof", "trigger", str(watched), "--active", "1"], 60, env
         )
         assert result.returncode == 0, result.stderr
         assert f"; see {expected} status {watched}\n" in result.stdout, (first, result.stdout)
         # what it points at runs, from where the user is (the "ours" script runs this interpreter)
-        again = subprocess.run(
-            ["sh", "-c", f"{expected} status --help"], cwd=tmp_path, env=env, capture_output=True, text=True
-        )
+        again = _as_typed(tmp_path, ["sh", "-c", f"{expected} status --help"], env=env)
         assert again.returncode == 0 and "Usage:" in again.stdout, (first, again.stderr)
 
 
