@@ -892,6 +892,48 @@ def test_the_summary_says_the_exports_of_a_capture_whose_job_died_while_torch_wr
     assert "never made" not in details[dirs["recording"].name], details
 
 
+def test_the_summary_says_a_job_died_in_its_export_only_where_its_empty_trace_file_shows_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A job killed in torch's export before it wrote a byte (its record "capturing" with export_began, the
+    trace's temporary file empty, its writer gone) was said "ended before the capture was finalised; its
+    empty half-written file(s) removed": the summary now says it died while its trace was being written.
+    The same record without that file (the export failed for want of a descriptor, EMFILE) keeps its words."""
+    from npuprof.config import ProfileConfig
+    from npuprof.reports.run_summary import print_run_summary
+
+    out, dead = tmp_path / "out", 2**22 + 1  # above the kernel's largest pid_max: no process has it
+    dirs = {
+        how: out / f"vm_{dead}_2026120711000000{k}_ascend_pt" for k, how in enumerate(["killed", "emfile"])
+    }
+    for rank_dir in dirs.values():
+        rank_dir.mkdir(parents=True)
+        record = {
+            "status": "capturing", "run_id": "r1", "pid": dead, "rank": None, "worker": "vm",
+            "backend": "torch-cpu", "device": "cpu", "updated_ns": time.time_ns() - 10**12,
+            "steps": [6, 7, 8, 9], "trace": None, "detail": "", "extras": [], "parse": True,
+            "host": os.uname().nodename, "export_began": True, "exports_asked": ["--export-stacks"],
+            "version": 1,
+        }  # fmt: skip
+        (rank_dir / "npuprof_capture.json").write_text(json.dumps(record))
+    # torch opened its file under npuprof's temporary name (Kineto's own ".tmp" after it) and died
+    empty = dirs["killed"] / f".vm_{dead}.1765105200000.pt.trace.json.{dead}-0123456789ab.tmp.tmp"
+    empty.touch()
+    captures = captures_of_run(out, "r1")
+    print_run_summary(out, captures, 137, ProfileConfig(), out / "npuprof.log", run_id="r1")
+    notes = " ".join(capsys.readouterr().err.split()).split(" * ")
+    unmade = "its --export-stacks files were never made (they come after the trace)"
+    said = {how: [n.split(" next: ")[0] for n in notes if n.startswith(d.name)] for how, d in dirs.items()}
+    assert said["killed"] == [
+        f"{dirs['killed'].name}: the job died while its trace was being written, before any of it was kept; "
+        + unmade
+    ], notes
+    assert said["emfile"] == [
+        f"{dirs['emfile'].name}: the process ended before the capture was finalised; " + unmade
+    ], notes
+    assert not empty.exists()
+
+
 def test_status_names_the_steps_of_a_capture_whose_process_died_while_torch_wrote_its_trace(
     deaths_run: dict, tmp_path: Path
 ) -> None:

@@ -20,16 +20,21 @@ from npuprof.results.atomic import dead_writers_temps, file_mode
 
 __all__ = [
     "CUT_BY_DEATH",
+    "DIED_BEFORE_KEPT",
     "DIED_WHILE_WRITTEN",
     "died_while_written_line",
     "is_cut_by_death",
     "keep_trace_cut_by_death",
     "kept_part_said",
     "part_kept_later",
+    "trace_of_temporary",
 ]
 
 CUT_BY_DEATH = layout.CUT_BY_DEATH
 DIED_WHILE_WRITTEN = "the job died while its trace was written"
+# of a capture whose record says the export began and whose trace's temporary file its dead writer left
+# empty: torch had opened it and written nothing (docs/formats.md, "Traces cut short")
+DIED_BEFORE_KEPT = "the job died while its trace was being written, before any of it was kept"
 SUMMARY_LIMIT = 256 << 20  # a parse's npuprof_summary.json (its top operators per step) is read up to this
 
 
@@ -167,11 +172,11 @@ def _parts_of_dead_writers(rank_dir: Path) -> list[tuple[os.DirEntry[str], os.st
     return [
         (entry, info, name)
         for entry, info in dead_writers_temps(rank_dir)
-        if info.st_size and (name := _trace_name(entry.name)) is not None
+        if info.st_size and (name := trace_of_temporary(entry.name)) is not None
     ]
 
 
-def _trace_name(temporary: str) -> str | None:
+def trace_of_temporary(temporary: str) -> str | None:
     """The trace name ``NAME`` of a temporary file ``.NAME.PID-HEX12.tmp`` (or Kineto's ``.tmp.tmp``) when
     it is a Kineto trace's, else None."""
     base = temporary.removesuffix(".tmp").removesuffix(".tmp")

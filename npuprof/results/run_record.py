@@ -159,7 +159,12 @@ def _remove_half_written(rank_dir: Path, status: str, record: dict[str, Any] | N
         return ""
     from npuprof.byte_sizes import human_bytes
     from npuprof.results.atomic import remove_dead_writers_temps
-    from npuprof.results.cut_capture import DIED_WHILE_WRITTEN, keep_trace_cut_by_death
+    from npuprof.results.cut_capture import (
+        DIED_BEFORE_KEPT,
+        DIED_WHILE_WRITTEN,
+        keep_trace_cut_by_death,
+        trace_of_temporary,
+    )
 
     kept = ""
     if cut := keep_trace_cut_by_death(rank_dir, idle_s=0.0):
@@ -178,6 +183,13 @@ def _remove_half_written(rank_dir: Path, status: str, record: dict[str, Any] | N
     parsed = rank_dir / layout.PARSED_DIR
     if not parsed.is_symlink():  # the post-processor's tables: one killed while it wrote trace_view.json
         removed |= remove_dead_writers_temps(parsed, idle_s=0.0)
+    if not kept and record and export_began(record):
+        # the trace's temporary file, empty, its writer gone: the job died in torch's export before it wrote
+        # a byte (no descriptor left, EMFILE, leaves the same record without one: not known to be this)
+        empty = [name for name, size in removed.items() if not size and trace_of_temporary(name) is not None]
+        if empty:
+            kept = DIED_BEFORE_KEPT
+            removed = {name: size for name, size in removed.items() if name not in empty}
     if not removed:
         return kept
     size = sum(removed.values())
@@ -209,7 +221,7 @@ def never_made(record: dict[str, Any]) -> str:
 def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:
     """The captures of run ``run_id``: in ``output``, and in the directories besides it that the run
     captured into (--dynamic's prof_dir, noted in ``output``)."""
-    from npuprof.results.cut_capture import DIED_WHILE_WRITTEN
+    from npuprof.results.cut_capture import DIED_BEFORE_KEPT, DIED_WHILE_WRITTEN
     from npuprof.results.handover import restart_count_of
 
     found: list[CaptureSummary] = []
@@ -244,7 +256,8 @@ def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:
             note = layout.torch_npu_no_device_tables_note(rank_dir)
             detail = f"{detail}; {note}" if detail else note
         if half_written := _remove_half_written(rank_dir, status.status, record):
-            if half_written.startswith(DIED_WHILE_WRITTEN):  # why it was not finalised: said once, not twice
+            # why it was not finalised: said once, not twice
+            if half_written.startswith((DIED_WHILE_WRITTEN, DIED_BEFORE_KEPT)):
                 detail = "; ".join(part for part in detail.split("; ") if part != layout.NOT_FINALISED)
             detail = f"{detail}; {half_written}" if detail else half_written
         size, record_only = _dir_contents(rank_dir)
