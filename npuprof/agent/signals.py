@@ -770,8 +770,7 @@ class SigtermGuard:
             # hand-over is done. The duty it has ended meanwhile (the capture it finished) is no sign that
             # nothing is left: dying of it here cut that hand-over short (helper-334). (Read after the
             # duties: not started then, the handler had not changed them.)
-            sigterm_clock.CLOCK.wait_until(threading.Event(), _handler_deadline(arrived))
-            self._finish_took_too_long(arrived)
+            self._leave_it_to_the_handler(arrived)
             return
         kept = duties.pending_copy()
         if duties.nothing_to_finish():  # nothing for the handler to save: dies as without npuprof
@@ -794,8 +793,7 @@ class SigtermGuard:
             self._copy_while_blocked(kept, arrived)
             started = self._handler_started.is_set()  # the main thread came back meanwhile: it ends us
         if started:
-            clock.wait_until(threading.Event(), _handler_deadline(arrived))  # the handler ends us before
-            self._finish_took_too_long(arrived)
+            self._leave_it_to_the_handler(arrived)
             return
         if not (duties.capture and self._finished_from_the_watcher(arrived)):
             if duties.capture:
@@ -840,6 +838,12 @@ class SigtermGuard:
         finally:
             cut.cancel()
         return True
+
+    def _leave_it_to_the_handler(self, arrived: float) -> None:
+        """The handler runs: it ends the process once its hand-over is done, within its deadline; past it,
+        the process dies here."""
+        sigterm_clock.CLOCK.wait_until(threading.Event(), _handler_deadline(arrived))
+        self._finish_took_too_long(arrived)
 
     def _finish_took_too_long(self, arrived: float) -> None:
         took = sigterm_clock.CLOCK.monotonic() - arrived
