@@ -1127,27 +1127,40 @@ def run_child(
     failure (an exception other than LaunchError) before the job runs is an InternalLaunchError, the
     signals held as for a LaunchError; one once the job runs is the JobEnd's ``internal_error``, the job
     waited for."""
-    unset = [mask] if mask is not None else []
-    job: list[int] = []  # the job's pid once started, then its return code once reaped
+    child = _Child(mask)
     try:
-        return _run_child(command, env, run_id, on_start, unset, retry, job)
+        return _run_child(command, env, run_id, on_start, retry, child)
     except LaunchError:
-        if unset:
-            signal.pthread_sigmask(signal.SIG_SETMASK, unset.pop())
+        child.set_the_callers_mask()
         raise
     except Exception as exc:  # npuprof's own fault, outside the job's wait (_run_child's own)
         # held (blocked), as for a job that could not start: set to the caller's mask, a signal pending
         # since the caller blocked them killed npuprof before its record said how the run ended
         signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)
-        if not job:
+        if child.pid is None:
             raise InternalLaunchError(exc) from exc
         # the job ran (putting the forwarders down failed): its end, never "the job did not run"
-        returncode = job[1] if len(job) > 1 else _wait_plainly(job[0])
+        returncode = child.returncode if child.returncode is not None else _wait_plainly(child.pid)
         return JobEnd(returncode, [], internal_error=exc)
     except BaseException:
-        if unset:
-            signal.pthread_sigmask(signal.SIG_SETMASK, unset.pop())
+        child.set_the_callers_mask()
         raise
+
+
+@dataclasses.dataclass
+class _Child:
+    """What run_child and _run_child share: what the outer one needs to act on a failure of the inner one
+    (npuprof's own, not the job's)."""
+
+    mask: set[signal.Signals] | None  # the caller's, to set once the forwarders are in place (None: set)
+    pid: int | None = None  # the job's, once it is started
+    returncode: int | None = None  # the job's, once it is reaped
+
+    def set_the_callers_mask(self) -> None:
+        """Set the caller's mask unless set already (its signals acted on, not left blocked)."""
+        if self.mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, self.mask)
+            self.mask = None
 
 
 def _run_child(
@@ -1155,12 +1168,11 @@ def _run_child(
     env: dict[str, str],
     run_id: str | None,
     on_start: Callable[[int], None] | None,
-    unset: list[set[signal.Signals]],
     retry: Callable[[LaunchError], dict[str, str] | None] | None,
-    job: list[int],
+    child: _Child,
 ) -> JobEnd:
-    """run_child's work; ``unset``: the mask to set once the forwarders are in place (emptied then);
-    ``job``: given the job's pid once it is started, then its return code once it is reaped."""
+    """run_child's work; ``child``: its caller's mask, set once the forwarders are in place; given the
+    job's pid once it is started, then its return code once it is reaped."""
     pgid: list[int] = []
     terminal = _Terminal()
     unreached: list[int] = []
@@ -1174,9 +1186,7 @@ def _run_child(
         _ctrl_z_at_the_launchers_group(pgid, terminal),
         _resizes_reach_the_job(pgid, terminal),
     ):
-        if unset:
-            signal.pthread_sigmask(signal.SIG_SETMASK, unset[0])  # (before the spawn: the job inherits it)
-            unset.clear()
+        child.set_the_callers_mask()  # (before the spawn: the job inherits it)
         try:
             pid = _started(command, env, reset_in_child, retry)
         except Exception as exc:  # (the E2BIG retry's own failure included: npuprof's, InternalLaunchError)
@@ -1186,7 +1196,7 @@ def _run_child(
             error = exc if isinstance(exc, LaunchError) else InternalLaunchError(exc)
             error.received = list(forwarding.received)
             raise error from (None if error is exc else exc)
-        job.append(pid)
+        child.pid = pid
         reaped: list[int] = []
         internal_error: Exception | None = None
         try:
@@ -1213,7 +1223,7 @@ def _run_child(
                     reaped.append(_wait_plainly(pid))
                 terminal.job_ended = True
             returncode = reaped[0]
-            job.append(returncode)
+            child.returncode = returncode
             # held (pending, not lost) from here until the caller takes them over: the forwarders are
             # about to go, and a signal then would kill the launcher before its record (helper-96)
             signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)
