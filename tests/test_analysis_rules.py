@@ -380,8 +380,11 @@ def test_two_ranks_not_judged_are_told_the_flag_that_captures_enough_steps(
     _say_too_few_steps(slow, waited, console)
     said = console.export_text().strip()
     assert said == (
-        "whether the slowest rank (1) and the rank the others wait for (0) are outliers: not told by 3 steps "
-        "(with 2 ranks it takes 5 whole steps both have, which npuprof run --active 5 or more captures)"
+        "whether the slowest rank (1, +28.6% vs the median) and the rank the others wait for (0, +91.0%) are "
+        "outliers: not told by 3 steps (with 2 ranks it takes 5 whole steps both have, which npuprof run "
+        "--active 5 or more captures)"
     ), said  # it was "whether rank 1 or rank 0 is an outlier": which rank answers which line's question?
     _say_too_few_steps(slow, None, console := Console(record=True, width=300))
-    assert console.export_text().startswith("whether rank 1 is an outlier: not told by 3 steps (")
+    assert console.export_text().startswith(
+        "whether the slowest rank (1, +28.6% vs the median) is an outlier: not told by 3 steps ("
+    )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from analyse_support.handmade import cpu_trace, with_steps, write_rank_dir
+from analyse_support.handmade import cpu_trace, with_steps, write_rank_dir, x
 
 from npuprof.analysis.report import build_report, far_apart_steps, repeated_steps
 
@@ -326,6 +326,44 @@ def test_two_ranks_with_the_default_schedules_few_steps_get_one_line_of_informat
     ) in lines, lines
     told = [line for line in lines if "outlier" in line or "judged" in line]
     assert told == [
-        "whether rank 1 is an outlier: not told by 3 steps (with 2 ranks it takes 5 whole steps both have, "
-        "which npuprof run --active 5 or more captures)"
+        f"whether rank 1, the slowest rank (+20.0% vs the median) and the rank the others wait for "
+        f"({above:+.1f}%), is an outlier: not told by 3 steps (with 2 ranks it takes 5 whole steps both "
+        "have, which npuprof run --active 5 or more captures)"
+    ], lines
+
+
+def test_two_ranks_undecided_on_one_question_only_are_told_which(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """helper-347: rank 1 both the slowest (by 2.4%: judged, within the normal spread) and the rank the others
+    wait for (by 19.2%: 3 steps cannot tell); the line after them said "whether rank 1 is an outlier: not
+    told", of the rank the line above had just judged. It names the question it cannot answer."""
+    import io
+
+    from rich.console import Console
+
+    from npuprof.reports import terminal
+
+    monkeypatch.delenv("NPUPROF_COMMAND", raising=False)  # npuprof run as `npuprof` (a suite run inside one)
+    for rank, step_us, waits in ((0, 1000, [(1600, 400), (2600, 400)]), (1, 1050, [])):
+        trace = cpu_trace()
+        trace["distributedInfo"].update(rank=rank, world_size=2)
+        with_steps(trace, {6: step_us, 7: step_us, 8: step_us})
+        # rank 0 waits 400 µs more in an all_reduce at the end of steps 7 and 8, where no operator runs
+        trace["traceEvents"] += [x("gloo:all_reduce", "user_annotation", t, d, tid=101) for t, d in waits]
+        write_rank_dir(tmp_path, trace, rank=rank, name=f"vm_{100 + rank}_20261205182103{rank:03d}")
+    out = io.StringIO()
+    terminal.render_table(build_report(tmp_path, jobs=1), Console(file=out, width=400))
+    lines = [line.strip() for line in out.getvalue().splitlines()]
+    # step means 1050 and 1000 µs, median 1025: +2.4%; busy (the step less its exposed all_reduce:
+    # cpu_trace's 200 µs in the first step, rank 0's 400 µs in the next two): rank 1 (850+1050+1050)/3,
+    # rank 0 (800+600+600)/3
+    busy1, busy0 = (850 + 1050 + 1050) / 3, (800 + 600 + 600) / 3
+    above = (busy1 - (busy1 + busy0) / 2) / ((busy1 + busy0) / 2) * 100
+    judged = "slowest rank: 1 (mean step 1.050 ms, +2.4% vs the median): within the normal spread"
+    assert judged in lines, lines
+    told = [line for line in lines if line.startswith("whether")]
+    assert told == [
+        f"whether the rank the others wait for (1, {above:+.1f}% vs the median) is an outlier: not told by 3 "
+        "steps (with 2 ranks it takes 5 whole steps both have, which npuprof run --active 5 or more captures)"
     ], lines

@@ -626,20 +626,36 @@ def _say_too_few_steps(
     """One line, as information, after the rank lines that 2 ranks sharing too few steps leave undecided:
     whether the rank is an outlier cannot be told from so few steps (README, "Analysing": why 5, and
     why the default schedule stays at 3). It was a "not judged ... capture more" verdict on each line, which
-    every 2-rank run with the default schedule (3 steps, 2 or 3 of them whole on both ranks) printed twice."""
-    undecided = [s for s in (slow, waited_for) if s and s.too_few_steps is not msgspec.UNSET]
+    every 2-rank run with the default schedule (3 steps, 2 or 3 of them whole on both ranks) printed twice.
+    Each undecided rank is named by its line's question and figure: "whether rank 1 is an outlier: not
+    told" followed "slowest rank: 1 (...): within the normal spread" where the other line's rank 1 (the rank
+    the others wait for) was the one undecided."""
+    undecided: list[tuple[str, int, float, int]] = []  # (its line's question, rank, % above, shared steps)
+    if slow and slow.too_few_steps is not msgspec.UNSET:
+        undecided.append(("the slowest rank", slow.rank, slow.slower_than_median_pct, slow.too_few_steps))
+    if waited_for and waited_for.too_few_steps is not msgspec.UNSET:
+        above = waited_for.busier_than_median_pct
+        undecided.append(("the rank the others wait for", waited_for.rank, above, waited_for.too_few_steps))
     if not undecided:
         return
     from npuprof.analysis.report import SMALL_GROUP_STEPS
 
-    steps = "/".join(dict.fromkeys(str(s.too_few_steps) for s in undecided))
-    if len({s.rank for s in undecided}) == 1:
-        question = f"rank {undecided[0].rank} is an outlier"
-    else:  # both lines' ranks, each named by its line's question: "rank 1 or rank 0" said neither which
-        first, second = undecided  # the slowest rank's, then the waited for's
-        question = (
-            f"the slowest rank ({first.rank}) and the rank the others wait for ({second.rank}) are outliers"
-        )
+    steps = "/".join(dict.fromkeys(str(shared) for *_, shared in undecided))
+    if len(undecided) == 1:
+        ((what, rank, above, _),) = undecided
+        question = f"{what} ({rank}, {above:+.1f}% vs the median) is an outlier"
+    else:  # each rank named by its line's question: "rank 1 or rank 0" said neither which
+        (first, rank, above, _), (second, other, other_above, _) = undecided
+        if rank == other:
+            question = (
+                f"rank {rank}, {first} ({above:+.1f}% vs the median) and {second} ({other_above:+.1f}%), "
+                "is an outlier"
+            )
+        else:
+            question = (
+                f"{first} ({rank}, {above:+.1f}% vs the median) and {second} ({other}, {other_above:+.1f}%) "
+                "are outliers"
+            )
     console.print(
         f"whether {question}: not told by {steps} steps (with 2 ranks it takes {SMALL_GROUP_STEPS} "
         f"whole steps both have, which {npuprof_cmd(f'run --active {SMALL_GROUP_STEPS}')} or more captures)"
