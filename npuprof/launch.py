@@ -653,6 +653,7 @@ class JobEnd:
     first_came: dict[int, float] = dataclasses.field(default_factory=dict)
     # npuprof's own failure while the job ran (the job then waited for plainly), or None
     internal_error: Exception | None = None
+    internal_error_after_the_end: bool = False  # that failure came once the job had been reaped
 
     def terminal_signal(self) -> int | None:
         """The terminal's Ctrl-C or Ctrl-\\ that the job died of, or None. The terminal sent it to the job's
@@ -1140,8 +1141,9 @@ def run_child(
         if child.pid is None:
             raise InternalLaunchError(exc) from exc
         # the job ran (putting the forwarders down failed): its end, never "the job did not run"
-        returncode = child.returncode if child.returncode is not None else _wait_plainly(child.pid)
-        return JobEnd(returncode, [], internal_error=exc)
+        if child.returncode is not None:
+            return JobEnd(child.returncode, [], internal_error=exc, internal_error_after_the_end=True)
+        return JobEnd(_wait_plainly(child.pid), [], internal_error=exc)
     except BaseException:
         child.set_the_callers_mask()
         raise
@@ -1199,6 +1201,7 @@ def _run_child(
         child.pid = pid
         reaped: list[int] = []
         internal_error: Exception | None = None
+        error_after_the_end = False
         try:
             try:
                 forwarding.job_started(pid)  # (passes on those that came while it was being started)
@@ -1218,7 +1221,7 @@ def _run_child(
             except Exception as exc:
                 # npuprof's fault with the job running: the job is the user's and runs to its end, waited
                 # for plainly with the signals still passed on; it was left orphaned, its exit code lost
-                internal_error, at_the_terminal = exc, False
+                internal_error, at_the_terminal, error_after_the_end = exc, False, bool(reaped)
                 if not reaped:
                     reaped.append(_wait_plainly(pid))
                 terminal.job_ended = True
@@ -1244,6 +1247,7 @@ def _run_child(
         stopped_s,
         first_came,
         internal_error,
+        error_after_the_end,
     )
 
 

@@ -764,12 +764,15 @@ def execute(cfg: ProfileConfig, command: list[str]) -> int:
         exc.die_of_the_held()
         return code
     if end.internal_error is not None:
-        record.content["error"] = f"internal error while the job ran ({_named(end.internal_error)})"
+        # (one as the forwarders were put down came after the job's end: it ran to its end unaided)
+        after = end.internal_error_after_the_end
+        when = "after the job ended" if after else "while the job ran"
+        record.content["error"] = f"internal error {when} ({_named(end.internal_error)})"
         _internal_error(
             log,
             str(record.content["error"]),
             end.internal_error,
-            "the job ran to its end: the exit code is the job's",
+            "the exit code is the job's" if after else "the job ran to its end: the exit code is the job's",
         )
     elapsed = time.monotonic() - started
     log.job_ended = True

@@ -1319,14 +1319,19 @@ _PUT_DOWN_FAILS = (  # the forwarders' put-down, once the job was reaped
 )
 
 
-@pytest.mark.parametrize("patch", [_WAIT_FAILS, _PUT_DOWN_FAILS], ids=["wait", "put-down"])
+@pytest.mark.parametrize(
+    ("patch", "when"),
+    [(_WAIT_FAILS, "while the job ran"), (_PUT_DOWN_FAILS, "after the job ended")],
+    ids=["wait", "put-down"],
+)
 def test_npuprofs_own_failure_while_the_job_runs_waits_for_it_and_passes_its_exit_code_on(
-    out: Path, tmp_path: Path, patch: str
+    out: Path, tmp_path: Path, patch: str, when: str
 ) -> None:
     """helper-345: npuprof's own failure in its wait for the job (or in the job's hand-over just before)
     left the job running orphaned, its exit code lost, npuprof's traceback the run's end; one as the
     forwarders were put down after the job's end lost its exit code too. The job is waited for now, its
-    exit code passed on, the record ended with the error."""
+    exit code passed on, the record ended with the error. helper-347: the put-down's, after the job's end,
+    was said "internal error while the job ran" and "the job ran to its end", of a job already ended."""
     marker = tmp_path / "ran"
     launcher = (
         "import sys\n"
@@ -1343,10 +1348,11 @@ def test_npuprofs_own_failure_while_the_job_runs_waits_for_it_and_passes_its_exi
     assert result.returncode == 3 and marker.exists(), (result.returncode, result.stderr)
     assert "Traceback" not in result.stderr, result.stderr
     said = [line for line in result.stderr.splitlines() if "internal error" in line]
-    assert len(said) == 1 and "boom in the wait" in said[0], result.stderr
+    assert len(said) == 1 and f"internal error {when} (RuntimeError: boom in the wait)" in said[0], said
+    assert ("ran to its end" in said[0]) == (when == "while the job ran"), said
     record = json.loads((out / "npuprof_run.json").read_text())
     assert record["end"] is not None and record["exit_code"] == 3, record
-    assert "boom in the wait" in record["error"], record
+    assert record["error"] == f"internal error {when} (RuntimeError: boom in the wait)", record
 
 
 def test_a_ctrl_cs_copy_while_the_record_is_ended_before_the_job_starts_keeps_the_records_end(
