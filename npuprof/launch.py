@@ -1223,7 +1223,7 @@ def _run_child(
                 # for plainly with the signals still passed on; it was left orphaned, its exit code lost
                 internal_error, at_the_terminal, error_after_the_end = exc, False, bool(reaped)
                 if not reaped:
-                    reaped.append(_wait_plainly(pid))
+                    reaped.append(_wait_plainly(pid, terminal))
                 terminal.job_ended = True
             returncode = reaped[0]
             child.returncode = returncode
@@ -1251,13 +1251,25 @@ def _run_child(
     )
 
 
-def _wait_plainly(pid: int) -> int:
-    """The job's return code, waited for without job control's mirroring (after _wait failed)."""
-    try:
-        _, status = os.waitpid(pid, 0)
-    except ChildProcessError:  # reaped by the failed _wait itself: its code is lost
-        return 0
-    return os.waitstatus_to_exitcode(status)
+def _wait_plainly(pid: int, terminal: _Terminal | None = None) -> int:
+    """The job's return code, waited for after _wait failed. ``terminal``: the job's job-control stops are
+    still mirrored as _wait mirrors them, a failure there leaving the job to this wait: waited for blindly,
+    a Ctrl-Z stopped the job alone, npuprof waiting on with the shell's terminal (docs/architecture.md,
+    "Process model"). None: no stop is seen (the launcher's handlers put down)."""
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0 if terminal is None else os.WUNTRACED | os.WCONTINUED)
+        except ChildProcessError:  # reaped by the failed _wait itself: its code is lost
+            return 0
+        if terminal is None or not (os.WIFSTOPPED(status) or os.WIFCONTINUED(status)):
+            return os.waitstatus_to_exitcode(status)
+        with contextlib.suppress(Exception):
+            if os.WIFCONTINUED(status):
+                terminal.job_stops.continued()
+                continue
+            terminal.job_stops.stopped()
+            if _mirrored(pid, os.WSTOPSIG(status), terminal):
+                _on_job_stopped(pid, os.WSTOPSIG(status), terminal)
 
 
 def _started(

@@ -51,8 +51,13 @@ def late(how, mask):  # the SIGCONT after npuprof stopped its group, as its own 
         os.kill(os.getpid(), signal.SIGCONT)
     return set_mask(how, mask)
 
+def failing(pid, terminal):  # npuprof's own failure in its wait: its fallback waits for the job
+    raise RuntimeError("boom in the wait")
+
 launch._Terminal.take_back = racing
 signal.pthread_sigmask = late
+if race == "wait-fails":
+    launch._wait = failing
 if len(sys.argv) > 2:  # another process of npuprof's group: a pipeline's `tee`, a `bash -c` around it
     sibling = os.fork()
     if sibling == 0:
@@ -150,6 +155,14 @@ def test_ctrl_z_pressed_twice_needs_one_fg() -> None:
     SIGCONT handler continued the job, and npuprof then stopped itself again: the job ran on in the
     background while the shell said npuprof was stopped, and its exit code waited for another `fg`."""
     stops, _, _ = _run("ctrl-z", continues=1)
+    assert stops == 1
+
+
+def test_npuprofs_fallback_wait_still_stops_with_its_job() -> None:
+    """helper-347: after npuprof's own failure in its wait for the job, the fallback wait (which passes the
+    job's exit code on) waited without seeing the job's stops: at Ctrl-Z the job stopped alone and npuprof
+    waited on, the shell's terminal with it, until the job was continued from elsewhere."""
+    stops, _, _ = _run("wait-fails", continues=1)
     assert stops == 1
 
 
