@@ -102,11 +102,12 @@ def marked_rank_dir(
     msprof_tx: bool = True,
     comm_file: bool = False,
     comm_durs: tuple[float, float] = (400.0, 1000.0),
+    name: str | None = None,
 ) -> Path:
     """``comm_file``: the comm: ranges in npuprof_comm_ranges.json (as npuprof writes them now), not in the
-    trace (as captures made before it have them)."""
+    trace (as captures made before it have them). ``name``: the rank dir's, less ``_ascend_pt``."""
     trace = marked_trace(rank, comm_durs, comm_in_trace=not comm_file)
-    rank_dir = write_rank_dir(root, trace, rank=rank, name=f"host_{rank}_2025", gz=gz)
+    rank_dir = write_rank_dir(root, trace, rank=rank, name=name or f"host_{rank}_2025", gz=gz)
     if comm_file:
         (rank_dir / "npuprof_comm_ranges.json").write_text(json.dumps(comm_record(comm_durs)))
     info = {"config": {"experimental_config": {"_msprof_tx": msprof_tx, "_gc_detect_threshold": 0.5}}}
@@ -237,12 +238,13 @@ def test_the_report_lists_ranges_per_name_and_gc_per_step(tmp_path: Path) -> Non
         ["30.0", "1"],
     ]
     ranges = list(csv.reader(io.StringIO(terminal.render_csv(report, "ranges"))))
-    assert ranges[0] == ["rank", "name", "kind", "count", "total_us", "mean_us", "max_us", "max_rank"]
+    header = ["rank", "name", "kind", "count", "total_us", "mean_us", "max_us", "max_rank", "rank_dir"]
+    assert ranges[0] == header
     assert ranges[1:] == [
-        ["0", COMM, "comm", "2", "1400.0", "700.0", "1000.0", "0"],
-        ["0", "load", "range", "2", "500.5", "250.25", "300.375", "0"],
-        ["all", COMM, "comm", "2", "1400.0", "700.0", "1000.0", "0"],
-        ["all", "load", "range", "2", "500.5", "250.25", "300.375", "0"],
+        ["0", COMM, "comm", "2", "1400.0", "700.0", "1000.0", "0", str(rank_dir)],
+        ["0", "load", "range", "2", "500.5", "250.25", "300.375", "0", str(rank_dir)],
+        ["all", COMM, "comm", "2", "1400.0", "700.0", "1000.0", "0", ""],
+        ["all", "load", "range", "2", "500.5", "250.25", "300.375", "0", ""],
     ]
     out = io.StringIO()
     terminal.render_table(report, Console(file=out, width=200))
@@ -285,6 +287,26 @@ def test_ranges_across_ranks_sum_the_ranks_and_name_the_longest(tmp_path: Path) 
     report = build_report(tmp_path, jobs=1)
     assert report.ranks[0].partial_step == 2 and [s.step for s in report.cross_rank.steps] == [1]
     assert json.loads(terminal.render_json(report))["cross_rank"]["ranges"] == cross
+
+
+def test_the_ranges_csv_tells_two_captures_of_one_rank_apart(tmp_path: Path) -> None:
+    """The ranges CSV of a rank captured twice (``--repeat 2``) had a row per capture and name, both ``0,
+    comm:...`` with no column telling them apart: read as the doc's "one row per rank and name", one
+    capture's comm: time stood for the rank's. Each row now names its rank dir, as the steps table does."""
+    first = marked_rank_dir(tmp_path, comm_file=True, name="host_4242_20250101000000001")
+    second = marked_rank_dir(
+        tmp_path, comm_file=True, comm_durs=(100.0, 50.0), name="host_4242_20250101000000002"
+    )
+    result = npuprof("analyse", str(tmp_path), "--format", "csv", "--csv-table", "ranges")
+    assert result.returncode == 0, result.stderr
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    comm = {(r["rank"], r["rank_dir"]): (r["count"], r["total_us"]) for r in rows if r["name"] == COMM}
+    # each capture's own two comm: ranges (comm_record), and both ranks' together in the "all" row
+    assert comm == {
+        ("0", str(first)): ("2", str(400.0 + 1000.0)),
+        ("0", str(second)): ("2", str(100.0 + 50.0)),
+        ("all", ""): ("4", str(400.0 + 1000.0 + 100.0 + 50.0)),
+    }, result.stdout
 
 
 def test_a_range_ended_by_a_thread_torch_does_not_record_ends_where_it_ended(tmp_path: Path) -> None:

@@ -2251,21 +2251,23 @@ def csv_rows(report: Report) -> tuple[list[str], list[list[Any]]]:
     return header, rows
 
 
-RANGE_CSV_HEADER = ["rank", "name", "kind", "count", "total_us", "mean_us", "max_us", "max_rank"]
+RANGE_CSV_HEADER = ["rank", "name", "kind", "count", "total_us", "mean_us", "max_us", "max_rank", "rank_dir"]
 
 
 def csv_range_rows(report: Report) -> tuple[list[str], list[list[Any]]]:
-    """The ranges (``--format csv --csv-table ranges``): one row per rank and name (the rank's ``--top``),
-    then one per name across the ranks (rank ``all``, with the rank of the longest)."""
+    """The ranges (``--format csv --csv-table ranges``): one row per capture (rank dir) and name (its
+    ``--top``), then one per name across the ranks (rank ``all``, with the rank of the longest, no rank dir).
+    A rank captured more than once (``--repeat``) has rows of each capture: ``rank_dir`` tells them apart, as
+    in the steps table."""
     rows: list[list[Any]] = [
-        [r.rank, g.name, g.kind, g.count, g.total_us, g.mean_us, g.max_us, r.rank]
+        [r.rank, g.name, g.kind, g.count, g.total_us, g.mean_us, g.max_us, r.rank, r.rank_dir]
         for r in report.ranks
         if r.ranges is not msgspec.UNSET
         for g in r.ranges
     ]
     if report.cross_rank.ranges is not msgspec.UNSET:
         rows += [
-            ["all", c.name, c.kind, c.count, c.total_us, c.mean_us, c.max_us, c.max_rank]
+            ["all", c.name, c.kind, c.count, c.total_us, c.mean_us, c.max_us, c.max_rank, None]
             for c in report.cross_rank.ranges
         ]
     return RANGE_CSV_HEADER, rows

@@ -66,7 +66,7 @@ def analyse(
             "--csv-table",
             metavar="steps|ranges",
             help="With --format csv: steps (the default) or ranges (the marks' and --msprof-tx's ranges "
-            "per rank and name, then across ranks).",
+            "per capture (rank_dir) and name, then across ranks).",
             show_default=False,
             autocompletion=offering(CSV_TABLES),
         ),
