@@ -298,6 +298,22 @@ def test_cpu_the_wait_of_a_functional_collective_is_communication(tmp_path: Path
     assert (got["Computing"], got["Communication(Not Overlapped)"], got["Overlapped"]) == (4, 796, 0), got
 
 
+def test_cpu_the_launch_of_a_functional_collective_is_communication(tmp_path: Path) -> None:
+    """docs/formats.md, "Step breakdown": the functional collectives' launch is a communication call, as
+    ``c10d::allreduce_`` with ``async_op=True`` is (a reader of the doc's two examples counted it as
+    computing). ``_c10d_functional::all_reduce`` [100, 140), then aten::mm [200, 300) while gloo's
+    collective runs [150, 850): computing the mm, 100; communication the launch and the collective, 40 +
+    700 = 740, of which the mm hides 100."""
+    got = _one_gloo_step(
+        tmp_path,
+        ("_c10d_functional::all_reduce", 100, 40),
+        ("aten::mm", 200, 100),
+        collective=(150, 700),
+    )
+    assert (got["Computing"], got["Communication"], got["Overlapped"]) == (100, 740, 100), got
+    assert got["Communication(Not Overlapped)"] == 640 and got["Free"] == 1000 - 100 - 640, got
+
+
 def test_idempotent_and_force(tmp_path: Path) -> None:
     rank_dir = write_rank_dir(tmp_path, cpu_trace())
     assert parse_rank_dir(rank_dir).status == "parsed"
