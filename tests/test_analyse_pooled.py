@@ -284,3 +284,16 @@ def test_the_same_note_of_many_captures_is_one_warning(tmp_path: Path) -> None:
     assert [r.get("warnings") for r in ranks][1:4] == [
         [f"its capture record says: {BESIDE.format(n)}"] for n in (3, 7, 4)
     ]
+    # --steps 7: only the first capture (step 7, no note) is reported; the notes of the others are about
+    # steps left out ("may have slowed these steps": none shown) and were said all the same
+    only = npuprof("analyse", str(tmp_path), "--steps", "7", "--format", "json", timeout=120)
+    assert only.returncode == 0, only.stderr
+    assert "its capture record says" not in only.stderr, only.stderr
+    assert f"no step of --steps 7 in 4 of the 5 captures: {dirs[1]}, {dirs[2]}, {dirs[3]} and 1 more" in (
+        only.stderr
+    )
+    # --steps 8: the second capture's (step 8) note stays
+    second = npuprof("analyse", str(tmp_path), "--steps", "8", "--format", "json", timeout=120)
+    assert f"npuprof analyse: warning: {dirs[1]}: its capture record says: {BESIDE.format(3)}" in (
+        second.stderr.splitlines()
+    ), second.stderr

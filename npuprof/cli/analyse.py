@@ -218,7 +218,10 @@ def analyse(
                 by_torch_npu += 1
                 continue
             if note.startswith(RECORD_SAYS):
-                recorded.append((r.rank_dir, note))
+                # a capture --steps left out has its record's note (about its steps) in the JSON only: it
+                # is named once below among those without a step asked
+                if step_range is None or r.steps:
+                    recorded.append((r.rank_dir, note))
                 continue
             _say_one_line(f"npuprof analyse: warning: {r.rank_dir}: {note}")
         if step_range is not None and not r.steps:
