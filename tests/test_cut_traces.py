@@ -816,17 +816,30 @@ DIES_RECORDING = (
     "    model(torch.randn(8, 16)).sum().backward()\n"
     "    opt.step()\n"
 )
+# One killed as torch begins its export, before it writes a byte: its file size limit set to 0 as the
+# export is called, torch's own file (opened, empty) ends the process at its first write.
+DIES_BEFORE_A_BYTE = (
+    "import resource, signal, torch.profiler\n"
+    "export = torch.profiler.profile.export_chrome_trace\n"
+    "def export_nothing(self, *args, **kwargs):\n"
+    "    signal.signal(signal.SIGXFSZ, signal.SIG_DFL)\n"
+    "    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))\n"
+    "    return export(self, *args, **kwargs)\n"
+    "torch.profiler.profile.export_chrome_trace = export_nothing\n"
+)
 SKIP, WARMUP, ACTIVE = 5, 1, 4
 
 
 @pytest.fixture(scope="module")
 def deaths_run(tmp_path_factory) -> dict:
-    """One `npuprof run` of a job whose two training processes (forked_job's scenarios) die: one as torch
-    writes its trace (steps 6-9 recorded), one in step 8 of its window 6-9; with --export-stacks,
-    --memory-timeline and --export-chrome-trace, which are made after the trace."""
+    """One `npuprof run` of a job whose three training processes (forked_job's scenarios) die: one as torch
+    writes its trace (steps 6-9 recorded), one as torch begins it, before it writes a byte, one in step 8
+    of its window 6-9; with --export-stacks, --memory-timeline and --export-chrome-trace, which are made
+    after the trace."""
     root = tmp_path_factory.mktemp("deaths")
     scenarios = {
         "in-export": DIES_IN_THE_EXPORT + trainer_in_process("--steps", "12"),
+        "before-a-byte": DIES_BEFORE_A_BYTE + trainer_in_process("--steps", "12"),
         "recording": DIES_RECORDING,
     }
     command, pids = forked_job(root, scenarios)
@@ -867,7 +880,8 @@ def test_the_summary_names_the_steps_of_a_capture_whose_job_died_while_torch_wro
     assert "names its first step only" not in said, said
     (record,) = [p for p in out.glob("npuprof_run*.json")]
     steps = {Path(c["rank_dir"]).name: c["steps"] for c in json.loads(record.read_text())["captures"]}
-    assert steps == {dirs["in-export"].name: recorded, dirs["recording"].name: [recorded[0]]}, steps
+    expected = {dirs["in-export"].name: recorded, dirs["recording"].name: [recorded[0]]}
+    assert steps == {**expected, dirs["before-a-byte"].name: recorded}, steps
 
 
 def test_the_summary_says_the_exports_of_a_capture_whose_job_died_while_torch_wrote_its_trace_were_not_made(
@@ -888,7 +902,7 @@ def test_the_summary_says_the_exports_of_a_capture_whose_job_died_while_torch_wr
     (line,) = [text.split(" next: ")[0] for text in lines if text.startswith(dirs["in-export"].name)]
     assert line.endswith(f"names the steps whole in it; {unmade}"), result.stderr
     said = " ".join(result.stderr.split())
-    assert said.count("never made") == 1 and "were not made" not in said, said
+    assert line.count("never made") == 1 and "were not made" not in said, said
     (record,) = list(out.glob("npuprof_run*.json"))
     details = {Path(c["rank_dir"]).name: c["detail"] for c in json.loads(record.read_text())["captures"]}
     assert details[dirs["in-export"].name].endswith(unmade), details
@@ -900,7 +914,7 @@ def test_the_summary_says_a_job_died_in_its_export_only_where_its_empty_trace_fi
 ) -> None:
     """A job killed in torch's export before it wrote a byte (its record "capturing" with export_began, the
     trace's temporary file empty, its writer gone) was said "ended before the capture was finalised; its
-    empty half-written file(s) removed": the summary now says it died while its trace was being written.
+    empty half-written file(s) removed": the summary now says it died while torch wrote its trace.
     The same record without that file (the export failed for want of a descriptor, EMFILE) keeps its words."""
     from npuprof.config import ProfileConfig
     from npuprof.reports.run_summary import print_run_summary
@@ -928,13 +942,43 @@ def test_the_summary_says_a_job_died_in_its_export_only_where_its_empty_trace_fi
     unmade = "its --export-stacks files were never made (they come after the trace)"
     said = {how: [n.split(" next: ")[0] for n in notes if n.startswith(d.name)] for how, d in dirs.items()}
     assert said["killed"] == [
-        f"{dirs['killed'].name}: the job died while its trace was being written, before any of it was kept; "
-        + unmade
+        f"{dirs['killed'].name}: the job died while torch wrote its trace, before any of it was kept: no "
+        "trace for steps 6-9; " + unmade
     ], notes
     assert said["emfile"] == [
         f"{dirs['emfile'].name}: the process ended before the capture was finalised; " + unmade
     ], notes
     assert not empty.exists()
+
+
+def test_a_job_killed_as_torch_began_its_export_is_said_to_have_lost_its_steps(deaths_run: dict) -> None:
+    """A job killed in torch's export before torch wrote a byte of the trace (its record "capturing" with
+    export_began, torch's file empty under its temporary name, its writer gone): the summary said only that
+    it died "before any of it was kept", and `npuprof analyse` afterwards "the process ended before the
+    capture was finalised" (the empty file, the only proof, removed by the summary). The record now keeps
+    it: the summary, npuprof_run.json and analyse say the job died while torch wrote its trace and which
+    steps have no trace."""
+    result, out, dirs = deaths_run["result"], deaths_run["out"], deaths_run["dirs"]
+    rank_dir = dirs["before-a-byte"]
+    recorded = f"{SKIP + WARMUP}-{SKIP + WARMUP + ACTIVE - 1}"  # the window asked: 6-9
+    died = "the job died while torch wrote its trace, before any of it was kept: no trace for steps "
+    died += recorded
+    unmade = (
+        "its --export-stacks, --memory-timeline and --export-chrome-trace files were never made (they come "
+        "after the trace)"
+    )
+    row = next(line.split() for line in result.stderr.splitlines() if rank_dir.name in line)  # then its note
+    assert row[:3] == ["-", recorded, "incomplete*"], result.stderr
+    notes = " ".join(result.stderr.split()).split(" * ")
+    (line,) = [text.split(" next: ")[0] for text in notes if text.startswith(rank_dir.name)]
+    assert line == f"{rank_dir.name}: {died}; {unmade}", result.stderr
+    assert sorted(p.name for p in rank_dir.iterdir()) == ["npuprof_capture.json"]  # the empty file removed
+    (record,) = list(out.glob("npuprof_run*.json"))
+    details = {Path(c["rank_dir"]).name: c["detail"] for c in json.loads(record.read_text())["captures"]}
+    assert details[rank_dir.name] == f"{died}; {unmade}", details
+    analysed = npuprof("analyse", str(rank_dir), "--format", "json", env=clean_env())
+    (problem,) = json.loads(analysed.stdout)["problems"]
+    assert (problem["status"], problem["reason"]) == ("incomplete", f"interrupted capture: {died}"), analysed
 
 
 def test_status_names_the_steps_of_a_capture_whose_process_died_while_torch_wrote_its_trace(
@@ -966,6 +1010,9 @@ def test_status_names_the_steps_of_a_capture_whose_process_died_while_torch_wrot
         f"capture of steps {first}-{last} cut short (the job died while its trace was written: the part "
         f"written kept as {kept.name}," in said
     ), said
+    lost = "the job died while torch wrote its trace, before any of it was kept: no trace for steps "
+    lost += f"{first}-{last}"
+    assert f"capture of steps {first}-{last} cut short ({lost}): {dirs['before-a-byte']}" in said, said
     assert f"capture from step {first} never finished (the process died): {dirs['recording']}" in said, said
 
 

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from npuprof.results import layout
-from npuprof.results.atomic import dead_writers_temps, file_mode
+from npuprof.results.atomic import dead_writers_temps, file_mode, write_json
 
 __all__ = [
     "CUT_BY_DEATH",
@@ -26,6 +26,8 @@ __all__ = [
     "is_cut_by_death",
     "keep_trace_cut_by_death",
     "kept_part_said",
+    "note_nothing_kept",
+    "nothing_kept_said",
     "part_kept_later",
     "trace_of_temporary",
 ]
@@ -33,8 +35,8 @@ __all__ = [
 CUT_BY_DEATH = layout.CUT_BY_DEATH
 DIED_WHILE_WRITTEN = "the job died while its trace was written"
 # of a capture whose record says the export began and whose trace's temporary file its dead writer left
-# empty: torch had opened it and written nothing (docs/formats.md, "Traces cut short")
-DIED_BEFORE_KEPT = "the job died while its trace was being written, before any of it was kept"
+# empty: torch had opened it and written nothing (docs/formats.md, the capture record's export_began)
+DIED_BEFORE_KEPT = "the job died while torch wrote its trace, before any of it was kept"
 SUMMARY_LIMIT = 256 << 20  # a parse's npuprof_summary.json (its top operators per step) is read up to this
 
 
@@ -76,9 +78,12 @@ def _numbers(steps: list[int]) -> str:
 def kept_part_said(rank_dir: Path) -> str | None:
     """Of a capture whose job died while torch wrote its trace, kept (``NAME.cut.pt.trace.json``): that,
     the file kept and the steps whole in it, or where they are not known yet (``npuprof analyse`` reads it:
-    the record, never finalised, names its first step only); None for any other capture."""
+    the record, never finalised, names its first step only); of one whose job died before torch wrote a
+    byte of it, that (:func:`nothing_kept_said`); None for any other capture."""
     trace = layout.find_raw_trace(rank_dir)
-    if trace is None or not is_cut_by_death(trace):
+    if trace is None:
+        return nothing_kept_said(rank_dir)
+    if not is_cut_by_death(trace):
         return None
     return f"{DIED_WHILE_WRITTEN}: the part written kept as {trace.name}, {_steps_of_parse(rank_dir, trace)}"
 
@@ -109,7 +114,8 @@ def keep_trace_cut_by_death(rank_dir: Path, idle_s: float = 60.0) -> tuple[str, 
     ending in :data:`CUT_BY_DEATH`; returns that name and its size, or None where there is none: the
     record says other than "capturing" (or torch_npu's, which writes no such file), a trace is already
     there, or no writer's temporary file of a trace whose writer is gone and that was not written for
-    ``idle_s`` seconds (0 where the caller knows the dir's writers ran here)."""
+    ``idle_s`` seconds (0 where the caller knows the dir's writers ran here). Where that file is empty
+    (nothing of the trace written), :func:`note_nothing_kept` notes it in the record."""
     if not _left_capturing(rank_dir):
         return None
     if layout.find_raw_trace(rank_dir) is not None:
@@ -120,6 +126,7 @@ def keep_trace_cut_by_death(rank_dir: Path, idle_s: float = 60.0) -> tuple[str, 
         if now - info.st_mtime >= idle_s and (best is None or info.st_size > best[0]):
             best = (info.st_size, entry.name, name)
     if best is None:
+        note_nothing_kept(rank_dir, idle_s)
         return None
     size, temporary, name = best
     kept = name.removesuffix(".pt.trace.json") + CUT_BY_DEATH
@@ -131,6 +138,71 @@ def keep_trace_cut_by_death(rank_dir: Path, idle_s: float = 60.0) -> tuple[str, 
         os.unlink(rank_dir / temporary)
         os.chmod(rank_dir / kept, file_mode())  # as npuprof's own traces (torch made it by the umask)
     return kept, size
+
+
+def nothing_kept_said(rank_dir: Path) -> str | None:
+    """Of a capture whose job died in torch's export before torch wrote a byte of its trace, the line that
+    says so (:data:`DIED_BEFORE_KEPT` and the steps it lost), read without writing: from its record (noted
+    there by :func:`note_nothing_kept`), or from the empty temporary file of its trace its dead writer left;
+    None for any other capture (one whose record says the export began but with no such file, an export
+    that failed for want of a descriptor whose record could not be finalised either, is not known to be
+    one)."""
+    record = _export_began_record(rank_dir)
+    if record is None:
+        return None
+    if isinstance(detail := record.get("detail"), str) and detail.startswith(DIED_BEFORE_KEPT):
+        return detail
+    if _empty_parts(rank_dir, idle_s=0.0) and not _parts_of_dead_writers(rank_dir):
+        return _nothing_kept_line(record)
+    return None
+
+
+def note_nothing_kept(rank_dir: Path, idle_s: float = 60.0) -> str | None:
+    """Where the job of a capture died in torch's export before torch wrote a byte (its record "capturing"
+    with ``export_began``, the trace's temporary file empty, its writer gone and the file not written for
+    ``idle_s`` seconds, no other part of it): write that in the record's ``detail``, which every reader then
+    says (the empty file is the only proof, and it is removed as any dead writer's), remove the empty file,
+    and return the line; None where it is not so. A record that cannot be written keeps the file."""
+    record = _export_began_record(rank_dir)
+    if record is None or layout.find_raw_trace(rank_dir) is not None or _parts_of_dead_writers(rank_dir):
+        return None
+    empty = _empty_parts(rank_dir, idle_s)
+    if not empty:
+        return None
+    line = _nothing_kept_line(record)
+    try:
+        write_json(rank_dir / layout.CAPTURE_RECORD, {**record, "detail": line}, fsync=False)
+    except OSError:
+        return line
+    for path in empty:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    return line
+
+
+def _nothing_kept_line(record: dict) -> str:
+    steps = [n for n in record.get("steps") or [] if type(n) is int]
+    lost = f"step {steps[0]}" if len(steps) == 1 else f"steps {_numbers(steps)}" if steps else "its steps"
+    return f"{DIED_BEFORE_KEPT}: no trace for {lost}"
+
+
+def _export_began_record(rank_dir: Path) -> dict | None:
+    """``rank_dir``'s record where it was left "capturing" as torch's export of its trace began."""
+    if not _left_capturing(rank_dir):
+        return None
+    record = layout.read_capture_record(rank_dir)
+    return record if record and record.get("export_began") is True else None
+
+
+def _empty_parts(rank_dir: Path, idle_s: float) -> list[str]:
+    """The empty temporary files of Kineto traces in ``rank_dir`` whose writer has ended, not written for
+    ``idle_s`` seconds."""
+    now = time.time()
+    return [
+        entry.path
+        for entry, info in dead_writers_temps(rank_dir)
+        if not info.st_size and now - info.st_mtime >= idle_s and trace_of_temporary(entry.name) is not None
+    ]
 
 
 def part_kept_later(rank_dir: Path, idle_s: float = 60.0) -> str:

@@ -163,11 +163,16 @@ def _remove_half_written(rank_dir: Path, status: str, record: dict[str, Any] | N
         DIED_BEFORE_KEPT,
         DIED_WHILE_WRITTEN,
         keep_trace_cut_by_death,
+        note_nothing_kept,
         trace_of_temporary,
     )
 
     kept = ""
-    if cut := keep_trace_cut_by_death(rank_dir, idle_s=0.0):
+    if lost := note_nothing_kept(rank_dir, idle_s=0.0):
+        # the trace's temporary file, empty, its writer gone: the job died in torch's export before it wrote
+        # a byte (no descriptor left, EMFILE, leaves the same record without one: not known to be this)
+        kept = lost
+    elif cut := keep_trace_cut_by_death(rank_dir, idle_s=0.0):
         # which steps are whole in the part written is known once it is read (docs/formats.md, "Traces cut
         # short"), not at the job's end; the steps recorded are the record's, rewritten as the export began
         kept = (
@@ -183,13 +188,8 @@ def _remove_half_written(rank_dir: Path, status: str, record: dict[str, Any] | N
     parsed = rank_dir / layout.PARSED_DIR
     if not parsed.is_symlink():  # the post-processor's tables: one killed while it wrote trace_view.json
         removed |= remove_dead_writers_temps(parsed, idle_s=0.0)
-    if not kept and record and export_began(record):
-        # the trace's temporary file, empty, its writer gone: the job died in torch's export before it wrote
-        # a byte (no descriptor left, EMFILE, leaves the same record without one: not known to be this)
-        empty = [name for name, size in removed.items() if not size and trace_of_temporary(name) is not None]
-        if empty:
-            kept = DIED_BEFORE_KEPT
-            removed = {name: size for name, size in removed.items() if name not in empty}
+    if kept.startswith(DIED_BEFORE_KEPT):  # its empty file (left where the record could not say it) is said
+        removed = {name: size for name, size in removed.items() if size or trace_of_temporary(name) is None}
     if not removed:
         return kept
     size = sum(removed.values())
