@@ -18,6 +18,7 @@ import pytest
 from _forked_cli import npuprof
 from conftest import clean_env, forked_job, trainer_in_process
 from conftest import npuprof as npuprof_run
+from stacks_support import full_capture
 
 from npuprof.analysis import scan as scan_mod
 from npuprof.analysis import trace_loader
@@ -146,10 +147,25 @@ def _cut_rank(src: Path, dst: Path, fraction: float) -> tuple[Path, bytes]:
     return trace, raw[: int(len(raw) * fraction)]
 
 
+def _step(event: dict) -> int:
+    return int(event["name"].split("#")[1])
+
+
+def _after_every_operator(events: list[dict]) -> bool:
+    """Whether a CPU Kineto trace read up to ``events`` has all its operators: it writes each thread's
+    operators then its [memory] events, thread after thread, then every Python function."""
+    last = next(e for e in reversed(events) if e.get("ph") != "M" and isinstance(e.get("ts"), int | float))
+    if last.get("cat") == "python_function":
+        return True
+    named = {e["tid"] for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    return last.get("name") == "[memory]" and named <= {e.get("tid") for e in events if e.get("ph") != "M"}
+
+
 def test_real_kineto_traces_cut_inside_their_events(torchrun_capture: Path, tmp_path: Path) -> None:
     """A real CPU capture's Kineto traces (rank 0 plain, rank 1 gzipped) cut inside traceEvents: analysed
     from their complete events, with the warning; the steps kept are those that end before the start of
-    the last event read (worked out here with json), the others left out."""
+    the last event read (worked out here with json), the others left out; all of them where every operator
+    was read (a cut in the Python functions, or in the last thread's [memory] events)."""
     ranks = sorted(torchrun_capture.glob("*_ascend_pt"))
     out = tmp_path / "out"
     expected = {}
@@ -158,9 +174,14 @@ def test_real_kineto_traces_cut_inside_their_events(torchrun_capture: Path, tmp_
         k = int(info.stem.rsplit("_", 1)[1])
         _trace, text = _cut_rank(src, out / src.name, fraction)
         events = complete_events(text)
-        last = next(e["ts"] for e in reversed(events) if isinstance(e.get("ts"), int | float))
+        last = next(e for e in reversed(events) if isinstance(e.get("ts"), int | float))
         steps = [e for e in events if e.get("ph") == "X" and e["name"].startswith("ProfilerStep#")]
-        kept = [int(e["name"].split("#")[1]) for e in steps if e["ts"] + e["dur"] <= last and e["ts"] < last]
+        kept = [
+            int(e["name"].split("#")[1])
+            for e in steps
+            # a cut in the [memory] events or Python functions, written after every operator: all whole
+            if _after_every_operator(events) or (e["ts"] + e["dur"] <= last["ts"] and e["ts"] < last["ts"])
+        ]
         expected[k] = (len(events), kept)
     done = npuprof("analyse", str(out), "--format", "json", env=clean_env())
     assert done.returncode == 0, done.stderr
@@ -175,6 +196,86 @@ def test_real_kineto_traces_cut_inside_their_events(torchrun_capture: Path, tmp_
         assert gzipped == any("gzip data ends early" in w for w in rank["warnings"]), rank["warnings"]
         tv = Path(rank["rank_dir"]) / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
         assert isinstance(json.loads(tv.read_text()), list)
+
+
+def _cut_in_its_memory_events(src: Path, dst: Path) -> tuple[list[dict], dict[int, float], float]:
+    """A copy of the rank dir ``src`` whose plain trace is cut halfway through its [memory] events; the
+    complete events before the cut, the end of each step of the whole trace, the last [memory] time read."""
+    (trace,) = src.glob("*.pt.trace.json")
+    data = trace.read_bytes()
+    first, last = data.index(b'"[memory]"'), data.rindex(b'"[memory]"')
+    shutil.copytree(src, dst)
+    (dst / trace.name).write_bytes(data[: (first + last) // 2])
+    events = complete_events(data[: (first + last) // 2])
+    assert events[-1]["name"] == "[memory]", events[-1]  # the cut is in the [memory] events
+    steps = {
+        int(e["name"].split("#")[1]): e["ts"] + e["dur"]
+        for e in json.loads(data)["traceEvents"]
+        if e.get("ph") == "X" and e["name"].startswith("ProfilerStep#")
+    }
+    return events, steps, max(e["ts"] for e in events if e.get("name") == "[memory]")
+
+
+def _analysed(rank_dir: Path) -> dict:
+    done = npuprof("analyse", str(rank_dir), "--format", "json", env=clean_env())
+    assert done.returncode == 0, done.stderr
+    (rank,) = json.loads(done.stdout)["ranks"]
+    return rank
+
+
+def test_a_trace_cut_in_its_memory_events_keeps_its_steps_whole_but_their_memory(tmp_path: Path) -> None:
+    """A real one-thread Kineto trace cut inside its [memory] events (written after every operator, in time
+    order, then the Python functions) left out every step that ended after the last [memory] event read,
+    though all its operators were read. Its steps are reported as the whole trace's (the same figures, the
+    same op_statistic.csv) but their memory peaks, none for a step that ends after the last [memory] event
+    read; the cut's one line says which tables are partial."""
+    src = full_capture()  # stacks_support's real capture: one training thread, --profile-memory, stacks
+    cut = tmp_path / "cut" / src.name
+    events, steps, memory_read = _cut_in_its_memory_events(src, cut)
+    assert "cpu_op" not in {e.get("cat") for e in events[events.index(events[-1]) :]}
+    assert any(end >= memory_read for end in steps.values()), steps  # a step the old rule left out
+    whole = tmp_path / "whole" / src.name
+    shutil.copytree(src, whole)
+    ranks = {d: _analysed(d) for d in (whole, cut)}
+    memory = ("memory_peak_mb", "memory_peak_reserved_mb")
+    figures = {
+        d: {s["step"]: {k: v for k, v in s.items() if k not in memory} for s in r["steps"]}
+        for d, r in ranks.items()
+    }
+    assert sorted(figures[cut]) == sorted(steps), ranks[cut]["warnings"]
+    assert figures[cut] == figures[whole]
+    for cut_step, whole_step in zip(ranks[cut]["steps"], ranks[whole]["steps"], strict=True):
+        partial = steps[cut_step["step"]] >= memory_read
+        assert whole_step["memory_peak_mb"] is not None
+        assert cut_step["memory_peak_mb"] == (None if partial else whole_step["memory_peak_mb"]), cut_step
+    tables = [d / "ASCEND_PROFILER_OUTPUT" / "op_statistic.csv" for d in (cut, whole)]
+    assert tables[0].read_text() == tables[1].read_text()
+    (line,) = [w for w in ranks[cut]["warnings"] if "the trace is cut short" in w]
+    assert (
+        "; the cut is in the last thread's [memory] events, which Kineto writes after every operator, all "
+        "read: the operator and step (breakdown) tables are whole; memory_record.csv, operator_memory.csv "
+        "and the memory peaks are partial" in line
+    ), line
+    assert "left out" not in line, line
+
+
+def test_a_cut_in_the_memory_events_of_a_thread_before_another_keeps_the_step_rule(
+    torchrun_capture: Path, tmp_path: Path
+) -> None:
+    """Kineto writes each thread's operators then its [memory] events, thread after thread: in a gloo rank's
+    trace a gloo thread's collectives come after the training thread's [memory] events, so a cut there has
+    not read them and the steps that end after the last event read are still left out."""
+    src = next(d for d in sorted(torchrun_capture.glob("*_ascend_pt")) if list(d.glob("*.pt.trace.json")))
+    cut = tmp_path / src.name
+    events, steps, memory_read = _cut_in_its_memory_events(src, cut)
+    named = {e["tid"] for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    assert named - {e["tid"] for e in events if e.get("ph") != "M"}  # a thread whose events come later
+    rank = _analysed(cut)
+    assert [s["step"] for s in rank["steps"] if s["step"] is not None] == [
+        n for n, end in sorted(steps.items()) if end <= memory_read
+    ], rank["warnings"]
+    (line,) = [w for w in rank["warnings"] if "the trace is cut short" in w]
+    assert "[memory]" not in line, line
 
 
 def test_export_stacks_and_memory_timeline_read_a_cut_trace_as_its_complete_events(
@@ -287,10 +388,11 @@ def test_a_nan_arg_before_the_cut_does_not_hide_the_time_of_the_last_event_read(
     torchrun_capture: Path, tmp_path: Path
 ) -> None:
     """The real Kineto trace with a NaN arg in each span (a record_function's float arg a script passed),
-    cut where the last event read (its Python functions, written after the operators) starts before the end
-    of steps read whole as spans: the time of the last event read was taken with no repairs, so a NaN
-    anywhere in the trace's last 4 MiB hid it, and those steps were kept as whole (their events after that
-    time cut off). The steps kept are those that end before it, as in the trace without the NaN."""
+    cut where the last event read (a [memory] event of the training thread, before a gloo thread's
+    operators) starts before the end of steps read whole as spans: the time of the last event read was
+    taken with no repairs, so a NaN anywhere in the trace's last 4 MiB hid it, and those steps were kept as
+    whole (their events after that time cut off). The steps kept are those that end before it, as in the
+    trace without the NaN (all of them where every operator was read: a cut in the Python functions)."""
     (raw,) = sorted(torchrun_capture.glob("*_ascend_pt"))[0].glob("*.pt.trace.json")
     trace = json.loads(raw.read_bytes())
     for event in trace["traceEvents"]:
@@ -298,16 +400,21 @@ def test_a_nan_arg_before_the_cut_does_not_hide_the_time_of_the_last_event_read(
             event["args"]["scale"] = float("nan")
     data = json.dumps(trace, indent=1).encode()
     path, lying = tmp_path / "cut.pt.trace.json", 0
-    for tenth in range(1, 10):
-        cut = data[: len(data) * tenth // 10]
+    in_memory = data.index(b'"[memory]"', data.index(b'"[memory]"') + 1)  # after the first [memory] event
+    for size in [len(data) * tenth // 10 for tenth in range(1, 10)] + [in_memory]:
+        cut = data[:size]
         events = complete_events(cut)
         last = next(e["ts"] for e in reversed(events) if isinstance(e.get("ts"), int | float))
         steps = [e for e in events if e.get("ph") == "X" and e["name"].startswith("ProfilerStep#")]
-        kept = [int(e["name"].split("#")[1]) for e in steps if e["ts"] + e["dur"] <= last and e["ts"] < last]
-        lying += len(kept) < len(steps) - 1  # a step ends after the last event read, and is not the last
+        whole = _after_every_operator(events)
+        kept = [
+            n for e in steps if whole or (e["ts"] + e["dur"] <= last and e["ts"] < last) for n in [_step(e)]
+        ]
+        # a step ends after the last event read, and is not the last
+        lying += not whole and len(kept) < len(steps) - 1
         path.write_bytes(cut)
         extract, _meta, _end = scan_mod.scan(path)
-        assert sorted(n for n, *_ in extract.steps) == kept, tenth
+        assert sorted(n for n, *_ in extract.steps) == kept, size
     assert lying, "no cut falls where the last event read starts before the end of a step read whole"
 
 

@@ -747,6 +747,10 @@ class Extract:
         self.cuts: list[tuple[int, int]] = []
         self.cut: Cut | None = None  # the trace is cut short (set by the scan: analysis/trace_cut.py)
         self.open_steps: list[int] = []  # the numbers of the steps the cut left open, left out
+        # the cut is in a part Kineto writes after every operator (Cut.after_ops), all of them read: "memory"
+        # (its [memory] events read up to memory_until, the Python functions none) or "python"; else ""
+        self.ops_whole = ""
+        self.memory_until: float | None = None
         self._parts: dict[str, list[np.ndarray]] = {name: [] for name in _DTYPES}
         self._dims = _DimsText()
         for name, dtype in _DTYPES.items():
@@ -777,7 +781,7 @@ class Extract:
         self._drop_nested_steps()
         return self
 
-    def take_cut(self, cut: Cut | None, device_last: bool = False) -> None:
+    def take_cut(self, cut: Cut | None, device_last: bool = False, device_possible: bool = False) -> None:
         """The trace is cut short (``cut``): the steps the cut may have left open are left out of
         ``steps`` (docs/formats.md, "Traces cut short"). Neither torch nor torch_npu writes its events in
         time order (each thread's operators, then the Python functions, the device's work...), but each
@@ -787,9 +791,26 @@ class Extract:
         read is left out too. ``device_last``: the trace's device work, if any, comes after all its host
         events, with no launch of it among them that tells (torch_npu's trace_view.json: its NPU tasks after
         every host event, their flows last): while none of it is read, no step is whole. A cut after the
-        events (in the keys after them) leaves every step whole."""
+        events (in the keys after them) leaves every step whole. Kineto writes each thread's operators then
+        its ``[memory]`` events, thread after thread, then every Python function: a cut in the Python
+        functions, or in the [memory] events of the last thread (every thread its metadata names has events
+        read), has all the operators: every step is whole for the operator and step tables
+        (:meth:`after_ops_note` says what is partial), unless the trace may hold device work
+        (``device_possible``: its header names a GPU; or device work, a launch, a device's [memory] event
+        read), which Kineto writes after them: then the rule above."""
         self.cut = cut
-        if cut is None or cut.in_keys or not self.steps:
+        if cut is None or cut.in_keys:
+            return
+        if (
+            cut.after_ops
+            and not device_possible
+            and not self._device_seen()
+            and (cut.after_ops == "python" or self._every_thread_read())
+        ):
+            self.ops_whole = cut.after_ops
+            self.memory_until = cut.last_ts if cut.after_ops == "memory" else None
+            return
+        if not self.steps:
             return
         last = cut.last_ts
         if last is None:  # no event read has a time: the latest step is the one the cut is likeliest in
@@ -806,6 +827,41 @@ class Extract:
         ]
         self.open_steps = sorted({s[0] for s in self.steps} - {s[0] for s in kept})
         self.steps = kept
+
+    def _device_seen(self) -> bool:
+        """Whether any event read is, or tells of, a device's work: a device task (or one pending its
+        process's name), a runtime launch, a ``[memory]`` event of a device other than the CPU."""
+        return bool(
+            len(self.dev_ts)
+            or len(self.p_ts)
+            or len(self.launch_corr)
+            or (np.asarray(self.mem_devtype) != 0).any()
+        )
+
+    def _every_thread_read(self) -> bool:
+        """Whether every thread the trace's metadata names (Kineto names them all before its events) has
+        events read: an operator, a [memory] event, a step or a collective's span."""
+        named = set(self.thread_names)
+        read = {int(t) for column in (self.op_thread, self.mem_thread) for t in np.unique(column).tolist()}
+        read |= {s[3] for s in self.steps} | {span[3] for span in self.comm_spans}
+        return bool(named) and named <= read
+
+    def after_ops_note(self) -> str:
+        """What a cut after every operator (:attr:`ops_whole`) leaves partial: a clause of the cut's line."""
+        if self.ops_whole == "memory":
+            return (
+                "; the cut is in the last thread's [memory] events, which Kineto writes after every "
+                "operator, all read: the operator and step (breakdown) tables are whole; memory_record.csv, "
+                "operator_memory.csv and the memory peaks are partial (none for a step that ends after the "
+                "last [memory] event read), and the call stacks lost (the Python functions come after)"
+            )
+        if self.ops_whole == "python":
+            return (
+                "; the cut is in the Python functions Kineto writes after every operator and [memory] event, "
+                "all read: the operator, step (breakdown) and memory tables are whole; the call stacks are "
+                "partial"
+            )
+        return ""
 
     def _launches_without_device_work(self) -> np.ndarray:
         """The start times of the launches read whose device work may not have been: in a trace cut short,
@@ -948,7 +1004,7 @@ class Extract:
 
             notes.extend(unwritten_notes(self.repaired_values))
         if self.cut is not None:
-            notes.append(self.cut.note(self.event_count) + self._open_steps_note())
+            notes.append(self.cut.note(self.event_count) + self._open_steps_note() + self.after_ops_note())
         if self.damaged.total:
             notes.append(self.damaged.note())
         if self.timeless:

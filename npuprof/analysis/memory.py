@@ -373,10 +373,13 @@ def _operator_memory_lines(
         yield from map(",".join, zip(*columns, strict=True))
 
 
-def step_peaks(cols: dict[str, np.ndarray], windows: StepWindows) -> list[tuple[float, float | None] | None]:
+def step_peaks(
+    cols: dict[str, np.ndarray], windows: StepWindows, until: float | None = None
+) -> list[tuple[float, float | None] | None]:
     """Peak allocated and reserved MB of each step window (of the device :func:`peak_rows` picks): the
     most of what the step started with (the totals of the last event before it) and of every event inside
-    it; None when the trace has no memory event before the step's end."""
+    it; None when the trace has no memory event before the step's end, or ``until`` (a trace cut in its
+    [memory] events: the last one read) comes before it ends."""
     out: list[tuple[float, float] | None] = []
     if not cols:
         return [None] * len(windows)
@@ -385,7 +388,9 @@ def step_peaks(cols: dict[str, np.ndarray], windows: StepWindows) -> list[tuple[
     alloc, before = _allocated_mb(cols, mine)
     for lo, hi in zip(windows.start.tolist(), windows.end.tolist(), strict=True):
         i, j = max(int(np.searchsorted(ts, lo)) - 1, 0), int(np.searchsorted(ts, hi))
-        if j > i:
+        if until is not None and hi >= until:
+            out.append(None)  # the cut may have taken some of its events
+        elif j > i:
             # a step holding the first sample started with what was there before it (unknown when the
             # step began after it: then the last sample before the step says what it started with)
             most = float(alloc[i:j].max()) if i or ts[0] < lo else float(np.fmax(alloc[i:j].max(), before))

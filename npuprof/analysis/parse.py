@@ -937,7 +937,9 @@ def _side_outputs(
         lines, peaks = memory.operator_memory_lines(mem_cols, nested(), extract.strings, device_id, base_ns)
         write_csv(out_dir / "operator_memory.csv", memory.OPERATOR_MEMORY_HEADER, lines=lines)
         files += ["memory_record.csv", "operator_memory.csv"]
-        step_peaks = memory.step_peaks(mem_cols, windows)
+        step_peaks = memory.step_peaks(mem_cols, windows, extract.memory_until)
+        if extract.memory_until is not None:  # cut in its [memory] events: the capture's peak not known
+            peaks = {key: None for key in peaks}
     return {
         "files": files,
         "communication": comm_summary,
@@ -1324,6 +1326,7 @@ def _said_once_if_died(raw: Path, extract: Any, rank_note: list[str], warnings: 
         size = cut.size - cut.nuls
     whole = sorted({step[0] for step in extract.steps})
     said = died_while_written_line(size, extract.event_count, whole, list(extract.open_steps))
+    said += extract.after_ops_note()
     return (
         [said]
         + [n for n in rank_note if not n.startswith(DIED_WHILE_WRITTEN)]

@@ -170,8 +170,9 @@ def _scan_ranges(
             for worker in workers_:  # their work is read again: they stop now
                 worker.cancel()
             return _scan_ranges(path, fd, reader, start, end, 1, Extract(), record=True, start=start)
-        # a trace cut short: read up to its last complete event (torch_npu's form: its device work last)
-        merged.take_cut(reader.cut, reader.form == FORM_ARRAY)
+        # a trace cut short: read up to its last complete event (torch_npu's form: its device work last; a
+        # Kineto trace whose header names a GPU may hold device work after its operators)
+        merged.take_cut(reader.cut, reader.form == FORM_ARRAY, bool(reader.meta.get("deviceProperties")))
         refused = merged.damaged.refused(merged.event_count)  # most of the trace damaged: no trace
         if refused is not None:
             raise TraceError("corrupt", f"{path}: {refused}")

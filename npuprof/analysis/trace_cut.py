@@ -40,7 +40,10 @@ class Cut:
     included), the last complete event ending at ``events_end``; ``in_keys``: the events' array closed and
     the cut is in the keys after it (a Kineto trace); ``last_ts``: the ``ts`` of the last event read that
     has one (as the reader gives times), or None; ``base_lost``: a Kineto trace whose baseTimeNanoseconds
-    was to come after its events (older torch releases), so its times are not epoch times."""
+    was to come after its events (older torch releases), so its times are not epoch times; ``after_ops``:
+    that last event is one of the parts a Kineto trace writes after every operator, ``"memory"`` (its
+    ``[memory]`` events) or ``"python"`` (its Python functions, after those), else "" (docs/formats.md,
+    "Traces cut short")."""
 
     size: int
     events_end: int
@@ -48,6 +51,7 @@ class Cut:
     last_ts: float | None = None
     nuls: int = 0
     base_lost: bool = False  # the Kineto trace's baseTimeNanoseconds came after the cut: times not epoch
+    after_ops: str = ""
 
     def note(self, events: int) -> str:
         """One line for the user: where the trace was cut, what was read and what that means."""

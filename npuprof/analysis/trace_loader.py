@@ -415,7 +415,8 @@ class TraceReader:
         # set to a list to have iter_range record each cut: (where the next chunk starts, bytes read then)
         self.cuts: list[tuple[int, int]] | None = None
         self.cut: Cut | None = None  # the trace is cut short: where (its events are read up to there)
-        self._last_ts: float | None = None  # a stream's last ts read, up to its last chunk yielded
+        # a stream's last ts read, up to its last chunk yielded, and its event's part (_last_progress_of)
+        self._last_progress: tuple[float | None, str] = (None, "")
         self._growing = False  # the last _split found no event's end: the buffer grows over one event
 
     def _read(self, handle: BinaryIO, size: int) -> bytes:
@@ -893,8 +894,7 @@ class TraceReader:
                 f"{self.path}: undecodable events before byte {self.bytes_read}"
                 f"{self._malformed_where(len(buf))} (corrupt trace)",
             )
-        last_ts = _last_ts_of(decoded[0])
-        last_ts = self._last_ts if last_ts is None else last_ts
+        last_ts, part = _last_progress_of(decoded[0], self._last_progress)
         self.cut = Cut(
             self.bytes_read,
             self.bytes_read - len(buf) + end,
@@ -902,6 +902,7 @@ class TraceReader:
             last_ts,
             len(buf) - len(text),
             self._base_lost(last_ts),
+            part if self.form == FORM_KINETO else "",
         )
         return end, *decoded
 
@@ -1025,17 +1026,19 @@ class TraceReader:
                     break  # the event the cut went through is longer than the window
                 if not end:
                     raise TraceError("truncated", _nothing_read(self.path, size))
-                last_ts = self._last_time(text[at : at + end])
+                last_ts, part = self._last_time(text[at : at + end])
                 nuls = len(window) - len(text)
-                self.cut = Cut(size, low + at + end, in_keys, last_ts, nuls, self._base_lost(last_ts))
+                part = part if self.form == FORM_KINETO else ""
+                self.cut = Cut(size, low + at + end, in_keys, last_ts, nuls, self._base_lost(last_ts), part)
                 return low + at + end
             if low == start or span >= CUT_LIMIT:
                 return None
             span *= 4
 
-    def _last_time(self, events: bytes) -> float | None:
+    def _last_time(self, events: bytes) -> tuple[float | None, str]:
         """The ``ts`` of the last of ``events`` (complete events, "," between them) that has one and tells how
-        far the writer had got (:func:`_tells_progress`), as the reader gives times (relative to ``ts_base``).
+        far the writer had got (:func:`_tells_progress`), as the reader gives times (relative to ``ts_base``),
+        and its part (:func:`after_operators`); (None, "") where none has.
         Events the reader mends (a NaN arg a script wrote, bytes
         that are not UTF-8) are read mended: else one of them anywhere in ``events`` hid every time."""
         framed = b"[" + events + b"]"
@@ -1045,7 +1048,7 @@ class TraceReader:
             try:
                 raws = _RAW_EVENTS.decode(mended(framed))
             except (msgspec.DecodeError, RecursionError):
-                return None
+                return None, ""
         for raw in reversed(raws[-4096:]):
             try:
                 event = _ANY.decode(raw)
@@ -1055,8 +1058,8 @@ class TraceReader:
                 continue
             ts = self._start_of(event.get("ts"))
             if ts is not None:
-                return ts
-        return None
+                return ts, after_operators(event.get("ph"), event.get("name"), event.get("cat"))
+        return None, ""
 
     def _end_read_forward(self, handle: BinaryIO, size: int) -> int | None:
         """Plain files: the end of the last event, found by reading the events forward
@@ -1315,7 +1318,7 @@ class TraceReader:
                     cut, events, text = found
             if events:
                 self.event_count += len(events)
-                self._last_ts = _last_ts_of(events, self._last_ts)
+                self._last_progress = _last_progress_of(events, self._last_progress)
                 yield TraceChunk(events, text)
             if eof:
                 return
@@ -1519,14 +1522,24 @@ def _nothing_read(path: Any, size: int) -> str:
     )
 
 
-def _last_ts_of(events: list[Any], before: float | None = None) -> float | None:
+def _last_progress_of(events: list[Any], before: tuple[float | None, str]) -> tuple[float | None, str]:
     """The ``ts`` of the last of ``events`` that has one as a number and tells how far the trace's writer
-    had got (:func:`_tells_progress`; ``before`` when none has)."""
+    had got (:func:`_tells_progress`), with its part of a Kineto trace (:func:`after_operators`); ``before``
+    when none has."""
     for event in reversed(events):
         ts = getattr(event, "ts", NO_TIME)
         if isinstance(ts, float) and not no_time(ts) and _tells_progress(event.ph, event.pid):
-            return ts
+            return ts, after_operators(event.ph, getattr(event, "name", ""), getattr(event, "cat", ""))
     return before
+
+
+def after_operators(ph: Any, name: Any, cat: Any) -> str:
+    """The part of a Kineto trace an event is in, where it is one Kineto writes after every operator
+    (docs/formats.md, "Traces cut short"): ``"memory"`` for a ``[memory]`` event, ``"python"`` for a
+    Python function; "" for any other."""
+    if ph == "i" and name == "[memory]":
+        return "memory"
+    return "python" if cat == vocab.PYTHON_FUNCTION else ""
 
 
 def _tells_progress(ph: Any, pid: Any) -> bool:
