@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import random
+import zlib
 from pathlib import Path
 
 import pytest
@@ -89,3 +90,33 @@ def test_a_cut_gzip_is_still_told_changed(tmp_path: Path) -> None:
         assert said.startswith(f"its trace {NAME}.gz does not end as the gzip of the {len(plain):,} bytes"), (
             said
         )
+
+
+def test_the_parse_that_follows_says_which_of_cut_several_members_or_written_again_it_was(
+    tmp_path: Path,
+) -> None:
+    """A .gz whose last member starts before the end read was said "cut or written since, or gzipped in
+    several members": its end cannot tell them apart, but the parse that follows reads every member, and
+    the line said after it names which it was: cut short (up to where), the same bytes in several members,
+    or another size in one member."""
+    from _forked_cli import npuprof
+
+    plain = _plain(6 << 20)
+    one = gzip.compress(plain, mtime=0)
+    halves = _members(plain, (len(plain) + 1) // 2)
+    assert len(gzip.compress(plain[(len(plain) + 1) // 2 :], mtime=0)) > 1 << 20  # starts before the last MiB
+    other = _plain(5 << 20)
+    cut = one[: len(one) // 2]
+    held = len(zlib.decompressobj(31).decompress(cut))  # the text the cut member holds
+    its, of = f"its trace {NAME}.gz", f"the {len(plain):,} bytes of {NAME} its tables were made from"
+    expected = {
+        "cut": f"{its} is cut short: its gzip data ends early, after {held:,} bytes of text ({of})",
+        "halves": f"{its} holds {of} in 2 gzip members (gzipped again)",
+        "other": f"{its} holds {len(other):,} bytes in one gzip member, not {of} (written since)",
+    }
+    for how, packed in {"cut": cut, "halves": halves, "other": gzip.compress(other, mtime=0)}.items():
+        _done, rank_dir = _rank_dir(tmp_path / how, plain, packed)
+        assert "cut or written since, or gzipped in several members" in trace_changed_since(_done, rank_dir)
+        done = npuprof("analyse", str(rank_dir), "--format", "json")
+        said = " ".join(done.stderr.split())
+        assert f"{rank_dir}: {expected[how]}: parsed again" in said, said

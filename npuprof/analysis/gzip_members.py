@@ -47,6 +47,7 @@ class GzipMembers(io.RawIOBase):
         super().__init__()
         self.cut_ok = cut_ok
         self.cut_short = 0  # compressed bytes of the member cut short, when cut_ok took it
+        self.members = 0  # members read to their end
         self.path = Path(path)
         self._raw = open(path, "rb")  # noqa: SIM115 - closed by close()
         self._inflate = zlib.decompressobj(31)  # 31: a gzip member, header and trailer checked
@@ -188,6 +189,7 @@ class GzipMembers(io.RawIOBase):
 
     def _next_member(self, rest: bytes) -> None:
         """After a member's end: its held data out, then the next member, or the end."""
+        self.members += 1
         if self._held:
             self._emit(self._held)
             self._held = bytearray()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import zlib
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 # how much of the file's end is read to find its last whole members: bgzip's are at most 64 KiB
 TAIL_BYTES = 1 << 20
@@ -71,3 +72,19 @@ def _members_to_end(data: bytes, at: int) -> tuple[int | None, int]:
             return None, at
         at = len(data) - len(unpack.unused_data)
     return held, at
+
+
+def changed_as_read(packed: str, name: str, then: int, read: Any) -> str:
+    """How the .gz ``packed`` differs from the ``then`` bytes of ``name`` its tables were made from, as its
+    parse found it (``read``: trace_view.GzipRead, every member read): its end alone cannot tell a member cut
+    short from one written again or several members (their last starts before the end read), and the parse
+    that follows reads them all anyway (docs/formats.md, "The result tree")."""
+    its, of = f"its trace {packed}", f"the {then:,} bytes of {name} its tables were made from"
+    if read.cut:
+        return f"{its} is cut short: its gzip data ends early, after {read.size:,} bytes of text ({of})"
+    held = f"{read.members} gzip members" if read.members > 1 else "one gzip member"
+    if read.note:  # bytes after its gzip data: a damaged member, zeros, no gzip data
+        return f"{its} holds {read.size:,} bytes in {held}, then bytes that are no gzip data, left out ({of})"
+    if read.size == then:
+        return f"{its} holds {of} in {held} (gzipped again)"
+    return f"{its} holds {read.size:,} bytes in {held}, not {of} (written since)"

@@ -253,6 +253,21 @@ def trace_changed_since(done: Path, rank_dir: Path) -> str:
     return f"its trace {name} is {size:,} bytes, {then:,} when its tables were made (cut or written since)"
 
 
+def _gzipped_from(done: Path, trace: Path) -> tuple[str, int] | None:
+    """The name and size of the trace ``done`` says its tables were made from, where ``trace`` is its .gz;
+    else None."""
+    try:
+        record = layout.read_json_record(done, 4096)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict):
+        return None
+    name, then = record.get("trace"), record.get("bytes")
+    if not isinstance(name, str) or type(then) is not int or trace.name != f"{name}.gz":
+        return None
+    return name, then
+
+
 def _gzip_changed(packed: Path, name: str, then: int, size: int) -> str:
     """How ``packed``, the gzip of ``name``, differs from the ``then`` bytes its tables were made from
     (gzip_size); "" when it does not, or it cannot be told."""
@@ -787,13 +802,16 @@ def parse_rank_dir(
             earlier = EarlierTables(out_dir if alone else None)
             # a db already there is rewritten with the tables: it never describes an older parse
             before = table_stamps(out_dir)
+            # the trace its tables were made from, where it is now gzipped: what the read finds says how
+            gzipped_from = _gzipped_from(done, raw) if outcome.trace_changed else None
+            gzip_read: list[Any] = []
             try:
                 if done.exists():
                     done.unlink()
                 try:
                     made_from = made_from_record(raw)
                     outcome.files = write_outputs(
-                        raw, out_dir, outcome.rank, workers, export_db or has_db, notes
+                        raw, out_dir, outcome.rank, workers, export_db or has_db, notes, gzip_read
                     )
                 except FileNotFoundError:  # the run's post-processor gzipped the trace meanwhile: the .gz
                     gzipped = layout.find_raw_trace(rank_dir)
@@ -821,6 +839,10 @@ def parse_rank_dir(
                 earlier.drop()
         outcome.files.append(layout.ANALYSE_DONE)
         outcome.status = "parsed"
+        if gzipped_from is not None and gzip_read:
+            from npuprof.analysis.gzip_size import changed_as_read
+
+            outcome.trace_changed = changed_as_read(raw.name, *gzipped_from, gzip_read[-1])
     except UnsafePathError as exc:
         outcome.status, outcome.reason = "failed", str(exc)
     except Exception as exc:
@@ -1051,12 +1073,14 @@ def write_outputs(
     workers: int = 1,
     export_db: bool = False,
     notes: Sequence[str] = (),
+    gzip_read: list[Any] | None = None,
 ) -> list[str]:
     """Parse ``raw`` and write every table into ``out_dir`` (with ``export_db`` the db files too);
-    return the file names written."""
+    return the file names written. ``gzip_read``: for a .gz, gets what its decompression found
+    (trace_view.GzipRead)."""
     superseded = _Superseded(out_dir / "trace_view.json")
     try:
-        return _write_outputs(raw, out_dir, rank, workers, superseded, export_db, notes)
+        return _write_outputs(raw, out_dir, rank, workers, superseded, export_db, notes, gzip_read)
     finally:
         superseded.finish()
 
@@ -1069,6 +1093,7 @@ def _write_outputs(
     superseded: _Superseded,
     export_db: bool,
     notes: Sequence[str] = (),
+    gzip_read: list[Any] | None = None,
 ) -> list[str]:
     """The rank's tables (`_write_outputs_of`), refused as ``changed`` when the trace was written while they
     were made of it (TraceVersion)."""
@@ -1076,7 +1101,7 @@ def _write_outputs(
 
     read_as = TraceVersion(raw)
     try:
-        written = _write_outputs_of(raw, out_dir, rank, workers, superseded, export_db, notes)
+        written = _write_outputs_of(raw, out_dir, rank, workers, superseded, export_db, notes, gzip_read)
         read_as.still_the_same()
     finally:
         read_as.close()
@@ -1091,6 +1116,7 @@ def _write_outputs_of(
     superseded: _Superseded,
     export_db: bool,
     notes: Sequence[str],
+    gzip_read: list[Any] | None = None,
 ) -> list[str]:
     phase = _Phases()
     written: list[str] = []
@@ -1132,13 +1158,16 @@ def _write_outputs_of(
                     raise with_gzip_note(exc, growth.note) from exc
                 finally:
                     growth.cancel()
-                gzip_note = growth.note
+                gzip_note, found = growth.note, growth.read
             else:
-                gzip_note = trace_view.decompress(raw, plain)
+                found = trace_view.decompress(raw, plain)
+                gzip_note = found.note
                 try:
                     extract, meta, events_end = scan(raw, fd=source, workers=workers)
                 except TraceError as exc:
                     raise with_gzip_note(exc, gzip_note) from exc
+            if gzip_read is not None and found is not None:
+                gzip_read.append(found)
         phase("scan")
         info = meta.get("distributedInfo")
         traced = info.get("rank") if isinstance(info, dict) and isinstance(info.get("rank"), int) else None

@@ -24,7 +24,7 @@ import time
 import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 import msgspec
 import numpy as np
@@ -58,10 +58,20 @@ TORCH_NPU_PROCESSES = {
 }
 
 
-def decompress(raw: Path, out: IO[bytes]) -> str | None:
+class GzipRead(NamedTuple):
+    """What :func:`decompress` found of a .gz: what was left out after its data (``GzipMembers.ignored_note``)
+    or None, its members read to their end, whether its data ends in a member cut short, and the bytes it
+    held (decompressed)."""
+
+    note: str | None
+    members: int
+    cut: bool
+    size: int
+
+
+def decompress(raw: Path, out: IO[bytes]) -> GzipRead:
     """Write the decompressed ``raw`` (.gz) into ``out``, flushed as it goes (so it can be read behind).
-    Returns what was left out after the gzip data (``GzipMembers.ignored_note``), or None. Raises
-    TraceError for a damaged file."""
+    Returns what was found of it (:class:`GzipRead`). Raises TraceError for a damaged file."""
     written = 0
     try:
         with GzipMembers(raw, cut_ok=True) as src:
@@ -69,7 +79,8 @@ def decompress(raw: Path, out: IO[bytes]) -> str | None:
                 out.write(data)
                 out.flush()
                 written += len(data)
-            return src.ignored_note()
+            cut = bool(src.cut_short) or src.ignored_what == "a gzip member cut short"
+            return GzipRead(src.ignored_note(), src.members, cut, written)
     except EOFError as exc:  # worded as the trace reader words it (trace_loader.TraceReader._read)
         raise TraceError(
             "truncated", f"{raw}: the compressed trace ends early after {written} bytes (truncated file?)"
@@ -87,7 +98,8 @@ class Decompression:
     def __init__(self, raw: Path, out: IO[bytes]) -> None:
         out.flush()
         self.out, self.done = out, False
-        self.note: str | None = None  # decompress's answer, once joined
+        self.note: str | None = None  # decompress's note, once joined
+        self.read: GzipRead | None = None  # and all it found
         self.job = Forked(True, lambda: decompress(raw, out))
         if not self.job.pid:
             self.join()
@@ -105,7 +117,8 @@ class Decompression:
     def join(self) -> None:
         if not self.done:
             try:
-                self.note = self.job.result()
+                self.read = self.job.result()
+                self.note = self.read.note
             finally:
                 self.done = True
 
