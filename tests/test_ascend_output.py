@@ -906,6 +906,22 @@ def test_memory_timeline_of_a_torch_npu_rank_dir_reads_its_memory_record(tmp_pat
     assert wrong.returncode != 0 and "npu:3" in wrong.stderr
 
 
+def test_memory_timeline_of_a_torch_npu_rank_dir_without_memory_names_its_switch(tmp_path: Path) -> None:
+    """helper-349: a rank dir torch_npu parsed without profile_memory (the real trace_view.json, no
+    memory_record.csv) was told "trace_view.json has no [memory] events: capture with --profile-memory
+    --record-shapes --with-stack (and --memory-timeline ...)": not which rank dir, nor that torch_npu's
+    profile_memory=True writes what is read there."""
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 5000.0, 100.0, 400.0, 12.5)])
+    shutil.copyfile(REAL / "trace_view.json", d / "ASCEND_PROFILER_OUTPUT" / "trace_view.json")
+    result = npuprof("memory-timeline", str(d), "-o", str(tmp_path / "m.json"), env=clean_env())
+    assert result.returncode == 1, result.stderr
+    (line,) = result.stderr.splitlines()
+    assert f"{d} (parsed by torch_npu) has no memory data" in line
+    assert "memory_record.csv" in line and "profile_memory=True" in line
+    assert "--record-shapes" not in line  # torch_npu needs only profile_memory for both
+    assert not (tmp_path / "m.json").exists()
+
+
 def test_processes_without_a_rank_are_said_not_to_be_compared(tmp_path: Path) -> None:
     """helper-91: two torch_npu rank dirs without profiler_info_<rank>.json got no table across ranks and
     no word why."""

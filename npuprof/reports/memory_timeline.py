@@ -772,7 +772,19 @@ def _from_parsed(rank_dir: Path, device: str | None) -> MemoryData:
     if (parsed / PARSED_TRACE).is_file():
         try:
             return from_trace(parsed / PARSED_TRACE, device)
-        except (MemoryTimelineError, TraceReadError, OSError):  # no [memory] events, or a damaged trace
+        except MemoryTimelineError as e:
+            if not records.is_file():
+                if str(e).startswith(f"{PARSED_TRACE} has no [memory] events"):
+                    # torch_npu's tables, not a capture of npuprof's: its own switch (README, "Memory
+                    # timeline after the run"), which it answers with [memory] events and memory_record.csv
+                    raise MemoryTimelineError(
+                        f"{rank_dir} (parsed by torch_npu) has no memory data: no [memory] events in "
+                        f"{layout.PARSED_DIR}/{PARSED_TRACE} and no {MEMORY_FILE}; torch_npu writes them "
+                        "for a capture with profile_memory=True (torch_npu.profiler.profile(profile_memory="
+                        "True), or npuprof run --profile-memory)"
+                    ) from None
+                raise
+        except (TraceReadError, OSError):  # a damaged trace
             if not records.is_file():
                 raise
     if records.is_file():
