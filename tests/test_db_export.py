@@ -604,6 +604,29 @@ def test_a_rank_dir_torch_npu_parsed_into_its_db_only_is_named_as_such(
     assert "--export-type text,db" in outcome.reason and "msprof-analyze" in outcome.reason
 
 
+def test_export_stacks_and_memory_timeline_of_a_db_only_rank_dir_say_what_it_is(tmp_path: Path) -> None:
+    """helper-349: torch_npu's export_type=Db rank dir (its raw data and the db, no text tables) was told by
+    export-stacks "has no trace (...) (capture unknown: no npuprof capture record)", and by memory-timeline
+    to capture with npuprof's memory flags: neither said that the db is all there is, nor the fix."""
+    from _forked_cli import npuprof
+
+    rank_dir = tmp_path / "h_1_20250101000000000_ascend_pt"
+    for sub in ("FRAMEWORK", "PROF_000001_x", OUT):
+        (rank_dir / sub).mkdir(parents=True)
+    (rank_dir / "profiler_info_0.json").write_text('{"config": {}}')
+    sqlite3.connect(rank_dir / OUT / "ascend_pytorch_profiler_0.db").execute(
+        "CREATE TABLE STEP_TIME (id INTEGER)"
+    )
+    for command in (("export-stacks", str(rank_dir)), ("memory-timeline", str(rank_dir), "-o", "m.json")):
+        result = npuprof(*command, cwd=tmp_path)
+        assert result.returncode == 1, result.stderr
+        (line,) = result.stderr.splitlines()
+        assert f"{rank_dir} has no trace" in line, line
+        assert "torch_npu parsed it into its db only" in line and "--export-type text,db" in line, line
+        assert "capture unknown" not in line and "--profile-memory" not in line, line
+    assert not (tmp_path / "m.json").exists()
+
+
 def test_torch_npus_own_trace_view_gets_a_db_of_its_operators_and_tasks(tmp_path: Path) -> None:
     """The real trace_view.json of a torch_npu run (tests/fixtures/ascend-real, SOURCE.md there), analysed as
     a trace with --export-type db: its operators, its Ascend Hardware tasks linked to them by its async_npu

@@ -123,6 +123,8 @@ def find_trace(source: Path, rank: int | None = None, notes: list[str] | None = 
     trace = layout.find_trace_of_rank(source)
     if trace is None and (unparsed := unparsed_raw_data(source)):
         raise InputError(f"{source} has no trace yet: {unparsed}")
+    if trace is None and (db_only := parsed_into_db_only(source)):
+        raise InputError(f"{source} has no trace: {db_only}")
     if trace is None:
         status = layout.capture_status(source)
         why = f" (capture {status.status}: {status.detail})" if not status.complete and status.detail else ""
@@ -146,6 +148,21 @@ def unparsed_raw_data(rank_dir: Path) -> str | None:
         "it holds torch_npu's raw data (FRAMEWORK/, PROF_*), unparsed: run "
         f"`npuprof analyse {shell_quote(str(rank_dir))}` where torch_npu and CANN are installed (torch_npu's "
         f"parser writes {layout.PARSED_DIR}/{PARSED_TRACE} from it), then this again"
+    )
+
+
+def parsed_into_db_only(rank_dir: Path) -> str | None:
+    """What to do with a rank dir torch_npu parsed into its db alone (``export_type=Db``: no
+    trace_view.json, which export-stacks and memory-timeline read; helper-349: said to be no npuprof
+    capture, "capture unknown"); None for any other."""
+    from npuprof.analysis.ascend_output import db_only_by_torch_npu
+
+    if not db_only_by_torch_npu(rank_dir):
+        return None
+    return (
+        f"torch_npu parsed it into its db only (export_type db: {layout.PARSED_DIR}/"
+        f"ascend_pytorch_profiler_*.db), without the {PARSED_TRACE} this reads: capture with "
+        "--export-type text,db (torch_npu: export_type=[ExportType.Text, ExportType.Db]) for both"
     )
 
 

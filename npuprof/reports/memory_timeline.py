@@ -764,7 +764,7 @@ def _snapshot_never_written(rank_dir: Path) -> bool:
 
 def _from_parsed(rank_dir: Path, device: str | None) -> MemoryData:
     from npuprof.analysis.ascend_output import MEMORY_FILE
-    from npuprof.reports.inputs import PARSED_TRACE, unparsed_raw_data
+    from npuprof.reports.inputs import PARSED_TRACE, parsed_into_db_only, unparsed_raw_data
     from npuprof.reports.trace_events import TraceReadError
 
     parsed = rank_dir / layout.PARSED_DIR
@@ -791,6 +791,8 @@ def _from_parsed(rank_dir: Path, device: str | None) -> MemoryData:
         return from_memory_record(records, device)
     if unparsed := unparsed_raw_data(rank_dir):
         raise MemoryTimelineError(f"{rank_dir} has no trace yet: {unparsed}")
+    if db_only := parsed_into_db_only(rank_dir):
+        raise MemoryTimelineError(f"{rank_dir} has no trace nor {MEMORY_FILE}: {db_only}")
     raise MemoryTimelineError(
         f"{rank_dir} has neither {RAW_FILE} nor a raw trace (*.pt.trace.json[.gz]), nor torch_npu's "
         f"{layout.PARSED_DIR}/{PARSED_TRACE} or {MEMORY_FILE}: capture with {CAPTURE_FLAGS} "
