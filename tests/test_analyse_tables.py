@@ -453,6 +453,37 @@ def test_a_capture_in_which_no_operator_ran_is_said_so_not_sent_to_export_stacks
     assert str(refused.value).startswith("no operator ran in this capture"), refused.value
 
 
+def test_torch_profilers_trace_of_a_step_begun_as_its_profile_ended_is_said_as_such(tmp_path: Path) -> None:
+    """helper-349: a `with torch.profiler.profile(schedule=...)` block left right after its last
+    prof.step() began a new cycle writes a last trace holding that step alone, nothing in it (here:
+    ProfilerStep#4 of 13.26 µs, measured with tensorboard_trace_handler); analyse said of it only that the
+    process "did no torch work while it recorded (it waited, for a subprocess or workers that train ...)"."""
+    import io
+
+    from rich.console import Console
+
+    from npuprof.analysis.report import build_report
+    from npuprof.reports import terminal
+
+    trace = {
+        "schemaVersion": 1,
+        "traceEvents": [
+            x("ProfilerStep#4", "user_annotation", 100, 13.26),
+            x("PyTorch Profiler (0)", "Trace", 0, 129),
+        ],
+    }
+    write_rank_dir(tmp_path / "run", trace, rank=None)
+    out = io.StringIO()
+    terminal.render_table(build_report(tmp_path / "run", jobs=1), Console(file=out, width=400))
+    said = " ".join(out.getvalue().split())
+    assert (
+        "no operator ran in this capture (step 4): torch.profiler writes such a trace when its profile"
+        in said
+    )
+    assert "the trace before it holds the steps recorded" in said, said
+    assert "npuprof export-stacks has no operator to show of it" in said, said
+
+
 def test_prep_ms_of_a_step_in_which_nothing_ran_is_unknown_not_0(tmp_path: Path) -> None:
     """Such a capture's step read "prep ms 0.000": a figure that looked measured, with no first operator to
     measure it to. It is unknown: "-" in the table, null in the JSON, empty in the CSV; a step in which an

@@ -92,6 +92,24 @@ NO_OPERATOR_RAN = (
     "no operator ran in this capture: the process did no torch work while it recorded (it waited, for a "
     "subprocess or workers that train, whose captures are other rank dirs, say)"
 )
+
+
+def no_operator_ran(steps: list[int]) -> str:
+    """NO_OPERATOR_RAN of a capture whose ``steps`` (its ProfilerStep numbers) held no operator. With steps,
+    it is most often the trace torch.profiler writes as its profile ends right after a ``prof.step()``
+    began a step of a new cycle (a tensorboard_trace_handler folder's last trace, its one step of a few
+    µs; helper-349: said only to be a process that waited for others)."""
+    if not steps:
+        return NO_OPERATOR_RAN
+    said = f"step {steps[0]}" if len(steps) == 1 else f"steps {steps[0]}-{steps[-1]}"
+    return (
+        f"no operator ran in this capture ({said}): torch.profiler writes such a trace when its profile ends "
+        "right after a prof.step() began a step (a `with torch.profiler.profile(schedule=...)` block left as "
+        "a new cycle began; the trace before it holds the steps recorded), or the process did no torch work "
+        "while it recorded (it waited, for a subprocess or workers that train, say)"
+    )
+
+
 # trace_view.json's layers that repeat what the host's threads did (docs/formats.md): the GC pauses
 # (category "GC", process "Python GC") and the MsprofTx marks and ranges (no category; args
 # "event_type", as CANN writes mstx data). Readers of host work leave them out.

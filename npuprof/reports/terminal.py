@@ -325,7 +325,8 @@ def render_table(report: Report, console: Console) -> None:
                 "left out)[/dim]"
             )
         elif r.device == "CPU" and not r.top_operators:
-            console.print(f"[dim]{escape(NO_OPERATOR_RAN)}[/dim]")
+            numbered = sorted(s.step for s in r.steps if s.step is not None)
+            console.print(f"[dim]{escape(vocab.no_operator_ran(numbered) + NO_STACKS)}[/dim]")
         elif r.device == "CPU":
             # a pooled section's rank_dir is the folder of its captures, which export-stacks refuses (one
             # capture at a time): the note names the latest of them
@@ -343,8 +344,9 @@ def render_table(report: Report, console: Console) -> None:
 
 
 # A capture of a process that ran no torch operator while it recorded (a --delay window of the parent of
-# a subprocess that trains): export-stacks has no operator to build stacks from and refuses it.
-NO_OPERATOR_RAN = f"{vocab.NO_OPERATOR_RAN}; npuprof export-stacks has no operator to show of it"
+# a subprocess that trains; torch.profiler's trace of a step begun as its profile ended): export-stacks has
+# no operator to build stacks from.
+NO_STACKS = "; npuprof export-stacks has no operator to show of it"
 
 
 def _cpu_only_note(rank_dir: str, pooled: bool = False) -> str:
