@@ -416,6 +416,31 @@ def test_a_rank_dir_with_only_trace_view_json_is_analysed_from_it(tmp_path: Path
     assert list((tmp_path / "cache").rglob("step_trace_time.csv"))
 
 
+def test_a_rank_dir_with_only_trace_view_json_and_no_home_is_analysed_from_scratch_tables(
+    tmp_path: Path,
+) -> None:
+    """helper-349: with the user's cache unusable too (HOME=/nonexistent, a system user's or a bare
+    container's), such a rank dir failed ("failed: the home directory does not exist"), where a bare trace
+    and a read-only rank dir are reported from tables in /dev/shm or TMPDIR, removed afterwards (README,
+    "Analysing")."""
+    rank_dir = tmp_path / "runs" / "h_1_20240101000000000_ascend_pt"
+    (rank_dir / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)
+    (rank_dir / "profiler_info_3.json").write_text('{"config": {}}')
+    view = rank_dir / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+    view.write_bytes((REAL / "trace_view.json").read_bytes())
+    home = tmp_path / "nonexistent"
+    env = clean_env(HOME=str(home))
+    env.pop("XDG_CACHE_HOME", None)
+    result = npuprof("analyse", str(rank_dir), "--format", "json", env=env)
+    assert result.returncode == 0, result.stderr
+    assert f"{rank_dir}: its tables can be written neither there nor in the user's cache" in result.stderr
+    (rank,) = json.loads(result.stdout)["ranks"]
+    assert rank["rank"] == 3 and rank["device"] == "NPU"
+    assert [(s["step"], s["duration_us"]) for s in rank["steps"]] == _steps_of_the_real_trace_view()
+    assert not home.exists()
+    assert sorted(p.name for p in view.parent.iterdir()) == ["trace_view.json"]
+
+
 def test_files_that_are_no_trace_say_what_they_hold(tmp_path: Path) -> None:
     whole = gzip.compress(json.dumps(cpu_trace()).encode())
     files = {

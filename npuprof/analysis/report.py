@@ -1657,7 +1657,9 @@ def _build_report(
                 on_note(f"{outcome.rank_dir}: {outcome.trace_changed}: parsed again")
         for outcome in outcomes:
             if (instead := _trace_view_instead(outcome, force, jobs, export_db, on_note)) is not None:
-                targets.append(instead)
+                # the user's cache unusable too (a missing home): scratch tables, as for a bare trace
+                view = outcome.rank_dir / layout.PARSED_DIR / layout.PARSED_TRACE
+                targets.append((instead[0], _in_scratch(instead[0], instead[1], scratch, on_note, view)))
                 continue
             if (instead := _cached_instead(outcome, force, jobs, export_db, on_note)) is not None:
                 targets.append(instead)
