@@ -883,6 +883,37 @@ def test_analyse_of_the_tables_folder_reads_its_rank_dir(tmp_path: Path) -> None
     assert sorted(p.name for p in out.iterdir()) == before  # nothing made inside torch_npu's folder
 
 
+def test_torch_npus_raw_data_folders_given_read_their_rank_dir(tmp_path: Path) -> None:
+    """helper-349: a torch_npu user who gave the rank dir's FRAMEWORK/ or PROF_*/ (where its raw data is,
+    with data simplification off) was told "no rank directory (a capture) under FRAMEWORK, and it is not a
+    trace file" by analyse, and export-stacks "has no trace (...) (capture unknown: no npuprof capture
+    record)": not which directory to give. Each now reads the rank dir above, as ASCEND_PROFILER_OUTPUT/
+    given is read, and says so."""
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 5000.0, 100.0, 400.0, 12.5)])
+    shutil.copyfile(REAL / "trace_view.json", d / "ASCEND_PROFILER_OUTPUT" / "trace_view.json")
+    for raw in ("FRAMEWORK", "PROF_000001_20240101120000123_ABCDEFGHIJKLMNOP"):
+        (d / raw).mkdir()
+        result = npuprof("analyse", raw, "--format", "json", cwd=d, env=clean_env())
+        assert result.returncode == 0, result.stderr
+        assert (
+            f"{raw} is torch_npu's raw data folder of the rank directory {d}: that is analysed"
+            in result.stderr
+        )
+        (step,) = json.loads(result.stdout)["ranks"][0]["steps"]
+        assert (step["computing_us"], step["comm_not_overlapped_us"], step["free_us"]) == (
+            5000.0,
+            100.0,
+            400.0,
+        )
+        stacks = npuprof("export-stacks", str(d / raw), "-o", str(tmp_path / "s.folded"), env=clean_env())
+        assert stacks.returncode == 0, stacks.stderr
+        assert (
+            f"{d / raw} is torch_npu's raw data folder of the rank directory {d}: that is read"
+            in stacks.stderr
+        )
+        assert f"from {d}/ASCEND_PROFILER_OUTPUT/trace_view.json" in stacks.stderr, stacks.stderr
+
+
 def test_memory_timeline_of_a_torch_npu_rank_dir_reads_its_memory_record(tmp_path: Path) -> None:
     """helper-91: it asked for a capture with --profile-memory, while memory_record.csv holds the allocator's
     totals. The PTA rows (PyTorch's allocator), not CANN's GE, in MB: the timeline's bytes are MB x 2**20

@@ -1577,6 +1577,12 @@ def _build_report(
         if on_note:
             on_note(f"{path} is the trace of the rank directory {rank_dir}: that is analysed")
         path = rank_dir
+    elif run is None and (rank_dir := layout.owner_of_raw_data_folder(path)) is not None:
+        if on_note:  # torch_npu's FRAMEWORK/ or PROF_*/: nothing npuprof reads is in it, its capture is
+            on_note(
+                f"{path} is torch_npu's raw data folder of the rank directory {rank_dir}: that is analysed"
+            )
+        path = rank_dir
     if is_bare_trace(path):
         if run is not None:
             why = "--run picks a run of a directory"

@@ -31,6 +31,12 @@ def _single_rank_dir(source: Path, rank: int | None, notes: list[str] | None) ->
         from npuprof.results.paths import why_missing
 
         raise InputError(f"{source} {why_missing(source)}")
+    if (owner := layout.owner_of_raw_data_folder(source)) is not None:
+        if notes is not None:  # torch_npu's FRAMEWORK/ or PROF_*/: its capture is the rank dir above it
+            notes.append(
+                f"{source} is torch_npu's raw data folder of the rank directory {owner}: that is read"
+            )
+        source = owner
     if not source.is_dir() and not source.is_file():  # said "cannot read SOURCE: Not a directory"
         from npuprof.results.paths import not_a_plain_file
 

@@ -695,6 +695,20 @@ def owner_of_tables_folder(path: Path) -> Path | None:
     return real.parent if real.name == PARSED_DIR and real.is_dir() else None
 
 
+def owner_of_raw_data_folder(path: Path) -> Path | None:
+    """The rank dir whose torch_npu raw data folder ``path`` is (its FRAMEWORK/ or a PROF_* folder, as
+    torch_npu lays them out: docs/formats.md; ``.`` inside it, or a link to it, too), as the user named it;
+    None for any other path."""
+    try:
+        real = path if path.name not in ("", ".") and not path.is_symlink() else path.resolve()
+        if not real.is_dir() or not (real.name == "FRAMEWORK" or real.name.startswith("PROF_")):
+            return None
+    except (OSError, RuntimeError):
+        return None
+    owner = Path.cwd() if real.parent == Path(".") else real.parent  # PROF_x given from inside: named
+    return owner if is_rank_dir(owner) or holds_a_capture(owner) else None
+
+
 # Why a record's first_step_partial step is no whole step, for the run's summary and analyse. A capture from
 # the start (--skip-first 0) begins with step 0 itself, which runs from the first optimizer's creation: the
 # words were "the capture began inside this step", untrue there (docs/formats.md, first_step_partial).
