@@ -9,6 +9,7 @@ import json
 import math
 import shutil
 import sys
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -676,6 +677,76 @@ def test_top_operators_and_kernels_of_tables_without_steps(tmp_path: Path) -> No
     assert chosen["top_operators"] == rank["top_operators"] and chosen["top_kernels"] == rank["top_kernels"]
     said = " ".join(chosen["warnings"])
     assert "top operators and kernels are of the whole capture, not of --steps" in said
+
+
+def _operators_of_trace_view(path: Path) -> dict[str, tuple[int, float, float, float]]:
+    """Each operator name's (calls, self, total, device time) in torch_npu's trace_view.json, worked out
+    here: operators nested per thread by start and length, a call that is the only child of one of its
+    name part of its parent's call (as torch's key_averages()); each NPU task's time to the innermost
+    operator its async_npu flow starts in, a call's device time that of its operators."""
+    events = json.loads(path.read_text())
+    ops = [e for e in events if e.get("cat") == "cpu_op" and e["ph"] == "X"]
+    ops = [e for e in ops if not e["name"].startswith("ProfilerStep#")]  # the step, no operator
+    start = {id(e): Decimal(e["ts"]) for e in ops}
+    end = {id(e): Decimal(e["ts"]) + Decimal(str(e["dur"])) for e in ops}
+    parent: dict[int, dict | None] = {}
+    children: dict[int, list[dict]] = {id(e): [] for e in ops}
+    for tid in {e["tid"] for e in ops}:
+        stack: list[dict] = []
+        for e in sorted((e for e in ops if e["tid"] == tid), key=lambda e: (start[id(e)], -e["dur"])):
+            while stack and end[id(stack[-1])] <= start[id(e)]:
+                stack.pop()
+            parent[id(e)] = stack[-1] if stack else None
+            if stack:
+                children[id(stack[-1])].append(e)
+            stack.append(e)
+    tasks = {(e["pid"], e["tid"], e["ts"]): e["dur"] for e in events if e["ph"] == "X" and "cat" not in e}
+    flows = [e for e in events if e.get("cat") == "async_npu"]
+    task_of = {e["id"]: (e["pid"], e["tid"], e["ts"]) for e in flows if e["ph"] == "f"}
+    device_self = {id(e): 0.0 for e in ops}
+    for flow in (e for e in flows if e["ph"] == "s"):
+        at = Decimal(flow["ts"])
+        inside = [e for e in ops if e["tid"] == flow["tid"] and start[id(e)] <= at < end[id(e)]]
+        device_self[id(max(inside, key=lambda e: (start[id(e)], -e["dur"])))] += tasks[task_of[flow["id"]]]
+
+    def device_total(e: dict) -> float:
+        return device_self[id(e)] + sum(device_total(c) for c in children[id(e)])
+
+    totals: dict[str, list[float]] = {}
+    for e in ops:
+        acc = totals.setdefault(e["name"], [0, 0.0, 0.0, 0.0])
+        up = parent[id(e)]
+        repeat = up is not None and up["name"] == e["name"] and len(children[id(up)]) == 1
+        acc[1] += e["dur"] - sum(c["dur"] for c in children[id(e)])
+        if not repeat:
+            acc[0] += 1
+            acc[2] += e["dur"]
+            acc[3] += device_total(e)
+    return {name: (int(v[0]), v[1], v[2], v[3]) for name, v in totals.items()}
+
+
+def test_top_operators_without_operator_details_come_from_the_trace_view(tmp_path: Path) -> None:
+    """A rank dir without operator_details.csv (torch_npu writes it only with record_shapes or with_stack)
+    got no top operators, though its trace_view.json (the real one) holds every operator: they come from
+    there, and a note says so."""
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 5000.0, 100.0, 400.0, 12.5)])
+    shutil.copyfile(REAL / "trace_view.json", d / "ASCEND_PROFILER_OUTPUT" / "trace_view.json")
+    rank = _report(tmp_path)["ranks"][0]
+    expected = _operators_of_trace_view(REAL / "trace_view.json")
+    top = sorted(expected, key=lambda name: -expected[name][1])[:6]
+    got = rank["top_operators"][:6]
+    assert [o["name"] for o in got] == top
+    for o in got:
+        count, self_us, total_us, device_us = expected[o["name"]]
+        assert o["count"] == count, o
+        assert (o["self_us"], o["total_us"]) == (
+            pytest.approx(self_us, abs=1e-3),
+            pytest.approx(total_us, abs=1e-3),
+        )
+        assert o["device_us"] == pytest.approx(device_us, abs=1e-3), o
+    assert any(o["device_us"] > 0 for o in got)  # the device time is there, not all zeros
+    notes = [w for w in rank["warnings"] if "operator_details.csv" in w]
+    assert len(notes) == 1 and "trace_view.json" in notes[0] and "no top operators" not in notes[0], notes
 
 
 def test_the_rank_the_others_wait_for_in_synchronous_training(tmp_path: Path) -> None:

@@ -12,7 +12,9 @@ torch_npu writes ``ASCEND_PROFILER_OUTPUT/`` (docs/formats.md, "What the parser 
 - top operators from ``operator_details.csv`` (no step column, so they count for the whole capture; torch_npu
   writes one row per operator call there, its parent untold, so an operator whose only child has its name
   is two calls, its total counted twice, where torch's and npuprof's own tables count one call:
-  ``tables.OpView.inner_repeat``);
+  ``tables.OpView.inner_repeat``); without that file (torch_npu writes it only with record_shapes or
+  with_stack) from the operators of ``trace_view.json``, nested as in a trace npuprof parses (calls counted
+  as torch's);
 - communication from ``communication.json``, memory peaks from ``memory_record.csv``.
 Files that are absent leave their part empty, and the summary's warnings say which.
 """
@@ -146,7 +148,7 @@ def summary_of(rank_dir: Path) -> Summary:
         warnings.append(f"{exc}: no top operators")
     groups = _kernel_groups(kernels)
     if not (out / OPERATOR_FILE).is_file():
-        warnings.append(f"no {OPERATOR_FILE}: no top operators")
+        operators = _trace_view_operators(out / TRACE_VIEW_FILE, warnings)
     comm_by_step: dict[str, dict[str, int | float]] = {}
     return Summary(
         rank=layout.rank_of(rank_dir),
@@ -1035,6 +1037,71 @@ def _top_operators(path: Path, warnings: list[str]) -> list[TopOperator]:
         )
         for name, (count, self_us, total_us, device_us) in chosen
     ]
+
+
+def _trace_view_operators(trace_view: Path, warnings: list[str]) -> list[TopOperator]:
+    """Every operator name of torch_npu's trace_view.json, for a rank dir without operator_details.csv
+    (torch_npu writes it only with record_shapes or with_stack, or it was deleted): npuprof's own nesting
+    of the trace's operators, as for a trace it parses (each name's calls as torch's ``key_averages()``
+    counts them, self and total time, device time of the tasks each launched), largest self time first;
+    where they come from said in ``warnings``."""
+    if not trace_view.is_file():
+        warnings.append(f"no {OPERATOR_FILE}: no top operators")
+        return []
+    from npuprof.analysis import tables
+    from npuprof.analysis.scan import scan
+    from npuprof.analysis.trace_loader import TraceError
+
+    try:
+        extract, _meta, _end = scan(trace_view)
+        ops = tables.nest(extract)
+        totals = tables.build_tables(extract, ops).summary.get("operator_totals") or []
+    except (TraceError, OSError, ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+        # a form no reader foresaw costs the top operators, never the rank's steps and kernels
+        warnings.append(f"no {OPERATOR_FILE}, and {TRACE_VIEW_FILE} cannot be read ({exc}): no top operators")
+        return []
+    warnings.extend(f"{TRACE_VIEW_FILE}: {note}" for note in _reading_notes(extract))
+    if not totals:
+        warnings.append(f"no {OPERATOR_FILE}, and {TRACE_VIEW_FILE} holds no operator: no top operators")
+        return []
+    warnings.append(
+        f"no {OPERATOR_FILE} (torch_npu writes it only with record_shapes or with_stack): the top operators "
+        f"are {TRACE_VIEW_FILE}'s operators, nested by npuprof (calls counted as torch's key_averages() "
+        "counts them)"
+    )
+    chosen = sorted(totals, key=lambda op: (-op["self_us"], op["name"]))
+    return [
+        TopOperator(
+            step=None,
+            name=op["name"],
+            count=int(op["count"]),
+            self_us=op["self_us"],
+            total_us=op["total_us"],
+            device_us=op["device_us"],
+        )
+        for op in chosen
+    ]
+
+
+def _reading_notes(extract: Any) -> list[str]:
+    """What the scan of trace_view.json passed over or mended, as the report of a trace says it: only what
+    bears on its operators (its steps and device tasks come from torch_npu's tables here)."""
+    from npuprof.analysis import trace_repairs
+
+    notes = []
+    if extract.repaired_strings:
+        notes.append(trace_repairs.not_text_note(extract.repaired_strings))
+    if extract.repaired_names:
+        notes.append(trace_repairs.unescaped_note(extract.repaired_names))
+    if extract.repaired_values:
+        notes.extend(trace_repairs.unwritten_notes(extract.repaired_values))
+    if extract.cut is not None:
+        notes.append(extract.cut.note(extract.event_count))
+    if extract.damaged.total:
+        notes.append(extract.damaged.note())
+    if extract.timeless:
+        notes.append(f"{extract.timeless} complete event(s) without a ts or a dur were left out")
+    return notes
 
 
 def _memory(path: Path, warnings: list[str]) -> list[tuple[float, float, float | None]]:
