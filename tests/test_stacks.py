@@ -533,6 +533,38 @@ def test_the_steps_of_a_torch_npu_trace_view_merge_into_one_frame(tmp_path):
     assert "ProfilerStep" in roots and not any(r.startswith("ProfilerStep#") for r in roots), roots
 
 
+def test_a_device_metric_named_for_the_other_device_shows_the_traces_device_and_says_so(tmp_path):
+    """--metric self_cuda_time_total on an NPU trace reported the NPU's device time under the CUDA name,
+    unsaid. As torch's export_stacks (any device metric name is the device's time) it is taken, and one line
+    says the NPU's time is shown: the real trace_view.json's Ascend Hardware tasks, summed here; and the
+    other way round on a CUDA trace."""
+    real = Path(__file__).parent / "fixtures" / "ascend-real" / "trace_view.json"
+    events = json.loads(real.read_text())
+    (npu,) = [
+        e["pid"] for e in events if e.get("name") == "process_name" and e["args"]["name"] == "Ascend Hardware"
+    ]
+    device_us = sum(e["dur"] for e in events if e.get("ph") == "X" and e["pid"] == npu)
+    stacks = {}
+    for metric in ("self_cuda_time_total", "self_npu_time_total"):
+        out = tmp_path / f"{metric}.folded"
+        proc = cli("export-stacks", str(real), "--metric", metric, "-o", str(out))
+        assert proc.returncode == 0, proc.stderr
+        stacks[metric] = _parse_lines(out.read_text())
+        said = [line for line in proc.stderr.splitlines() if "device time is shown" in line]
+        assert len(said) == (metric == "self_cuda_time_total"), proc.stderr
+        assert all("self_cuda_time_total on an NPU trace: the NPU's device time is shown" in s for s in said)
+    assert stacks["self_cuda_time_total"] == stacks["self_npu_time_total"]
+    assert sum(stacks["self_npu_time_total"].values()) == round(device_us)
+    cuda = synthetic_cuda.write(tmp_path / "w.1.pt.trace.json.gz", with_correlation=True, with_flows=True)
+    on_cuda = st.folded_from_trace(cuda, "self_npu_time_total")
+    assert round(on_cuda.total_us) == round(synthetic_cuda.EXPECTED_DEVICE_TOTAL)
+    assert [n for n in on_cuda.notes if "device time is shown" in n] == [
+        "self_npu_time_total on a CUDA trace: the GPU's device time is shown, under that name (torch's "
+        "export_stacks reads any device metric as the device's time; --metric self_cuda_time_total names it)"
+    ]
+    assert not [n for n in st.folded_from_trace(cuda, "self_cuda_time_total").notes if "shown" in n]
+
+
 def test_a_range_around_the_iteration_keeps_what_runs_after_the_step_boundary(tmp_path):
     """helper-121: npuprof's step boundary (optimizer.step()'s return) falls inside a range the script
     wraps its whole iteration in; what the range ran after the boundary ("tiny") was drawn as the next

@@ -152,7 +152,8 @@ def export_stacks(
             "--metric",
             "-m",
             help="self_cpu_time_total (host self time), self_cuda_time_total or self_npu_time_total "
-            "(device kernel time, given to the stack that launched each kernel).",
+            "(device kernel time, given to the stack that launched each kernel; either name gives the "
+            "trace's device's, as torch's export_stacks).",
             autocompletion=offering(METRICS),
         ),
     ] = "self_cpu_time_total",
