@@ -709,3 +709,46 @@ def test_a_raw_timeline_cut_short_is_read_up_to_its_last_complete_time(made, tmp
     proc = cli("memory-timeline", str(path), "-o", str(tmp_path / "none.json"))
     assert proc.returncode == 1 and "nothing to read: the raw timeline ends after" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "none.json").exists(), proc.stderr
+
+
+def test_npuprofs_memory_record_is_not_said_to_miss_what_its_sum_starts_at(tmp_path: Path) -> None:
+    """memory-timeline given the memory_record.csv npuprof's parse wrote for a CPU capture said memory from
+    before the capture is missing, as for torch_npu's: npuprof's file starts its sum at what the capture's
+    frees show was there (docs/formats.md). Told apart by the rank dir's capture record: npuprof's note where
+    npuprof wrote the file, the other where torch_npu did (its record's backend, or no record)."""
+    rank_dir = tmp_path / "out" / "host_7_20261207120000000_ascend_pt"
+    rank_dir.mkdir(parents=True)
+    (rank_dir / "npuprof_capture.json").write_text(json.dumps({"status": "complete", "backend": "torch-cpu"}))
+    # (ts, Bytes, Addr): the free at 20 is of a block allocated before the capture
+    changes = [(10, 4000, 0x10), (20, -3000, 0x20), (30, 500, 0x30), (40, -4000, 0x10)]
+    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 5, "dur": 100}]
+    events += [
+        _memory_event(ts, {"Device Type": 0, "Device Id": -1, "Bytes": n, "Addr": a}) for ts, n, a in changes
+    ]
+    (rank_dir / "host.123.pt.trace.json").write_text(json.dumps({"traceEvents": events}))
+    assert cli_subprocess("analyse", str(rank_dir.parent), "--format", "json").returncode == 0
+    table = rank_dir / "ASCEND_PROFILER_OUTPUT" / "memory_record.csv"
+    held, running, expected = 3000, 0, []
+    for _ts, nbytes, _addr in changes:
+        running += nbytes
+        expected.append(held + running)
+    out = tmp_path / "m.json"
+    proc = cli("memory-timeline", str(table), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    _times, sizes = json.loads(out.read_text())
+    assert [sum(row) for row in sizes] == pytest.approx(expected, abs=1)  # MB to 6 places: a byte either way
+    said = " ".join(proc.stderr.split())
+    assert "npuprof's memory_record.csv starts its sum at that" in said, said
+    assert "the CPU allocator's totals count from the start of profiling" not in said, said
+    # the same file where torch_npu wrote it: a record of a torch_npu capture, or none
+    theirs = tmp_path / "theirs" / "host_8_20261207120000000_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    theirs.mkdir(parents=True)
+    shutil.copyfile(table, theirs / "memory_record.csv")
+    for record in ({"status": "complete", "backend": "torch_npu"}, None):
+        if record is not None:
+            (theirs.parent / "npuprof_capture.json").write_text(json.dumps(record))
+        else:
+            (theirs.parent / "npuprof_capture.json").unlink()
+        said = mt.source_note(mt.load(theirs / "memory_record.csv"))
+        assert "the CPU allocator's totals count from the start of profiling" in said, (record, said)
+        assert "npuprof's memory_record.csv" not in said, (record, said)

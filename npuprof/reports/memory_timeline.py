@@ -96,6 +96,9 @@ class MemoryData:
     # trace source: the device's [memory] events read, which ``raw`` is not (it adds the memory held before
     # them as one entry, and leaves out the events that changed nothing)
     events_read: int | None = None
+    # a memory_record.csv npuprof's parse wrote: its CPU totals are the capture's changes summed from what
+    # they show was allocated before it (docs/formats.md, "npuprof_summary.json"), not torch's totals
+    summed_by_npuprof: bool = False
 
     def coalesce(self) -> tuple[list[int], list[list[int]]]:
         return coalesce(self.raw)
@@ -446,7 +449,23 @@ def from_memory_record(path: Path, device: str | None = None) -> MemoryData:
     if unread:
         origin += f"; {unread_memory_note(unread)}"
     origin += "".join(f"; {note}" for note in damaged)
-    return _from_records(per_device, device, base_ns, origin)
+    data = _from_records(per_device, device, base_ns, origin)
+    data.summed_by_npuprof = _written_by_npuprof(path)
+    return data
+
+
+def _written_by_npuprof(table: Path) -> bool:
+    """``table`` is in the tables folder of a rank dir whose tables npuprof's parse wrote: its capture
+    record says torch's profiler recorded it (torch_npu's own are torch_npu's), or npuprof's summary is
+    beside it (a trace npuprof parsed without recording it)."""
+    from npuprof.analysis.ascend_output import parsed_by_npuprof
+    from npuprof.analysis.parse import SUMMARY_FILE
+
+    folder = table.parent
+    rank_dir = layout.owner_of_tables_folder(folder)
+    if rank_dir is None:
+        return False
+    return parsed_by_npuprof(rank_dir) or (folder / SUMMARY_FILE).is_file()
 
 
 def _number(args: dict[str, Any], key: str, default: int) -> int:
@@ -951,6 +970,12 @@ def source_note(data: MemoryData) -> str:
             )
         elif summed:  # torch < 1.10: no allocator totals, the sum of the capture's own changes
             before = "Memory allocated before the capture started is missing: the sum starts at 0 there."
+        elif data.device == "cpu" and data.summed_by_npuprof:
+            before = (
+                "Memory allocated before the capture started is missing, but for what the capture's frees "
+                "show was there (the blocks it frees without having allocated them): npuprof's "
+                "memory_record.csv starts its sum at that."
+            )
         elif data.device == "cpu":
             before = (
                 "Memory allocated before the capture started is missing: the CPU allocator's totals count "
