@@ -2788,3 +2788,24 @@ def test_a_line_break_inside_a_quoted_kernel_name_is_read_as_csv_reads_it(tmp_pa
     summary = ascend_output.summary_of(d)
     assert summary.events == len(rows) - 1
     assert f"kernel_details.csv: a quote at line {line} is not closed" in " ".join(summary.warnings)
+
+
+def test_a_trace_view_too_large_for_every_report_is_not_read_for_its_operators(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torch_npu's tables are read again at every analyse of a cluster: a rank's trace_view.json of GBs read
+    for its operators (no operator_details.csv) would cost every report tens of seconds. Over the limit it
+    is not read; the note names the file's size and torch_npu's switch that writes the table."""
+    from npuprof.analysis import ascend_output
+
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 5000.0, 100.0, 400.0, 12.5)])
+    view = d / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+    shutil.copyfile(REAL / "trace_view.json", view)
+    monkeypatch.setattr(ascend_output, "TRACE_VIEW_OPERATORS_LIMIT", view.stat().st_size - 1)
+    summary = ascend_output.summary_of(d)
+    assert summary.top_operators == []
+    (note,) = [w for w in summary.warnings if "operator_details.csv" in w]
+    assert "not read at every report" in note and "record_shapes=True" in note, note
+    assert summary.top_kernels  # the rank's kernels and steps still come through
+    monkeypatch.setattr(ascend_output, "TRACE_VIEW_OPERATORS_LIMIT", view.stat().st_size)
+    assert ascend_output.summary_of(d).top_operators  # at the limit: read

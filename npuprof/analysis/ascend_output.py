@@ -219,6 +219,8 @@ BOM = "\ufeff".encode()
 # that (a memory_record.csv of 5,000 records lost them all, said as "field larger than field limit"), and a
 # Call Stack cell of a deep stack may be long; no cell of torch_npu's comes near this
 CELL_LIMIT = 64 << 20
+# the largest trace_view.json whose operators stand in for a missing operator_details.csv
+TRACE_VIEW_OPERATORS_LIMIT = 256 << 20
 
 
 # what _numbered_rows knows of a row's text, for _Damage.leaves_out
@@ -1047,6 +1049,15 @@ def _trace_view_operators(trace_view: Path, warnings: list[str]) -> list[TopOper
     where they come from said in ``warnings``."""
     if not trace_view.is_file():
         warnings.append(f"no {OPERATOR_FILE}: no top operators")
+        return []
+    if (size := trace_view.stat().st_size) > TRACE_VIEW_OPERATORS_LIMIT:
+        # read at every analyse (torch_npu's tables are never cached): a rank's GB would cost every report of
+        # a cluster tens of seconds
+        warnings.append(
+            f"no {OPERATOR_FILE}, and {TRACE_VIEW_FILE} is {size / 2**20:,.0f} MiB (over "
+            f"{TRACE_VIEW_OPERATORS_LIMIT >> 20} MiB: not read at every report): no top operators; torch_npu "
+            f"writes {OPERATOR_FILE} for a capture with record_shapes=True (npuprof run --record-shapes)"
+        )
         return []
     from npuprof.analysis import tables
     from npuprof.analysis.scan import scan
