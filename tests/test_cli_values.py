@@ -4,6 +4,7 @@ a flag given twice (README, "`npuprof run` flags"). In-process: no job starts.""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -484,3 +485,43 @@ def test_a_misspelt_analyse_is_offered_analyse_alone(
         1,
         f"npuprof analyse: nothing to analyse: {missing} does not exist\n",
     )
+
+
+@pytest.mark.parametrize(
+    ("command", "value", "said"),
+    [
+        (["export-stacks", "r"], "x", "Invalid value for '--rank': 'x' is not a whole number; see {help}"),
+        (
+            ["memory-timeline", "r", "-o", "m.json"],
+            "1.5",
+            "Invalid value for '--rank': '1.5' is not a whole number; see {help}",
+        ),
+        (
+            ["export-stacks", "r"],
+            "-1",
+            "--rank -1: give a rank, 0 or more (as the run's summary numbers them)",
+        ),
+        (
+            ["memory-timeline", "r", "-o", "m.json"],
+            "-1",
+            "--rank -1: give a rank, 0 or more (as the run's summary numbers them)",
+        ),
+    ],
+)
+def test_a_bad_rank_is_one_line_naming_the_flag(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    command: list[str],
+    value: str,
+    said: str,
+) -> None:
+    """``export-stacks --rank x`` said "'x' is not a whole number range" (click's integer range in our
+    words, half-way) and --rank -1 "-1 is not in the range x>=0"."""
+    monkeypatch.chdir(tmp_path)
+    code, err = _cli(monkeypatch, capsys, *command, "--rank", value)
+    assert code == 2
+    helped = f"npuprof {command[0]} --help"
+    prefix = f"npuprof {command[0]}: " + ("error: " if said.startswith("Invalid") else "")
+    assert err.splitlines() == [prefix + said.format(help=helped)]
+    assert list(tmp_path.iterdir()) == []  # no output begun

@@ -175,15 +175,15 @@ def export_stacks(
     ] = False,
     rank: Annotated[
         int | None,
-        typer.Option(
-            "--rank", help="With a result directory of several ranks: that rank's latest capture.", min=0
-        ),
+        typer.Option("--rank", help="With a result directory of several ranks: that rank's latest capture."),
     ] = None,
 ) -> None:
     if not source:
         raise _fail("source: is empty; give a rank directory (*_ascend_pt) or a trace file", 2)
     if metric not in METRICS:
         raise _fail(f"--metric {metric!r}: use one of {', '.join(METRICS)}", 2)
+    if rank is not None and rank < 0:
+        raise _fail(f"--rank {rank}: give a rank, 0 or more (as the run's summary numbers them)", 2)
     if output == "":
         raise _fail("-o: is empty; give a file name (-o - writes the stacks to stdout)", 2)
     if svg == "":

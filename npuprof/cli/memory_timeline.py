@@ -74,9 +74,7 @@ def memory_timeline(
     ] = None,
     rank: Annotated[
         int | None,
-        typer.Option(
-            "--rank", help="With a result directory of several ranks: that rank's latest capture.", min=0
-        ),
+        typer.Option("--rank", help="With a result directory of several ranks: that rank's latest capture."),
     ] = None,
 ) -> None:
     from npuprof.cli.export_stacks import STDOUT_NAMES
@@ -94,6 +92,8 @@ def memory_timeline(
         raise _fail(
             "source: is empty; give a rank directory (*_ascend_pt), a trace file or a *.raw.json.gz", 2
         )
+    if rank is not None and rank < 0:
+        raise _fail(f"--rank {rank}: give a rank, 0 or more (as the run's summary numbers them)", 2)
     if not output:  # Path('') is the current directory, whose name is ''
         raise _fail(f"-o: is empty; give a file name: {_NAMES_TAKEN}", 2)
     if (problem := directory_form_problem(output)) is not None:
