@@ -467,6 +467,16 @@ def test_force_without_the_raw_trace_reads_the_tables_of_the_earlier_parse(
     assert "torch_npu" not in gone.stderr, gone.stderr
 
 
+def test_the_runs_summary_names_its_trace_as_gzipped(analysed_run: Path) -> None:
+    """The post-processor parses, then gzips the trace: npuprof_summary.json (docs/formats.md) named the
+    plain trace, a file gone by the time a script read it."""
+    (rank_dir,) = analysed_run.glob("*_ascend_pt")
+    (trace,) = rank_dir.glob("*.pt.trace.json*")
+    assert trace.name.endswith(".pt.trace.json.gz")
+    summary = json.loads((rank_dir / "ASCEND_PROFILER_OUTPUT" / "npuprof_summary.json").read_text())
+    assert summary["trace"] == trace.name
+
+
 def test_force_without_the_raw_trace_does_not_drop_a_db_asked_for_in_silence(
     analysed_run: Path, tmp_path: Path
 ) -> None:

@@ -105,6 +105,9 @@ def test_parse_and_gzip_keep_the_free_space_asked(
         assert status == 0 and (rank_dir / layout.PARSED_DIR / layout.ANALYSE_DONE).exists(), log
         record = json.loads((rank_dir / layout.CAPTURE_RECORD).read_text())
         assert record["trace"].endswith(".pt.trace.json.gz")
+        # the summary names the trace there is, gzipped before its parse or after (docs/formats.md)
+        summary = json.loads((rank_dir / layout.PARSED_DIR / "npuprof_summary.json").read_text())
+        assert summary["trace"] == record["trace"] and (rank_dir / summary["trace"]).is_file()
     else:
         assert status == 1
         assert "not analysed (it needs about" in log and "less than --min-free-space (10.0 MiB)" in log, log

@@ -1378,7 +1378,38 @@ def _gzip_trace(
     except OSError as exc:
         _log(rank_dir, f"gzip failed, the plain trace is kept: {exc!r}", "WARNING")
         return record, 1
+    _summary_names_gzipped(rank_dir, trace.name, packed.name)
     return {**record, "trace": packed.name}, status
+
+
+SUMMARY_LIMIT = 256 << 20  # as results/cut_capture.py reads a summary (its top operators per step)
+
+
+def _summary_names_gzipped(rank_dir: Path, plain: str, packed: str) -> None:
+    """The parse just made names the trace it read, ``plain``, which the gzip has replaced by ``packed``:
+    its npuprof_summary.json's ``trace`` is made to name the file there is (docs/formats.md; a script
+    reading it opened a file that was gone). Only under the tables' lock (another parse writing them
+    now writes its own summary), and only a summary naming ``plain``; ``analyse.done`` keeps naming the
+    plain trace, as documented. A failure leaves the old name, logged."""
+    import msgspec
+
+    from npuprof.analysis.parse import SUMMARY_FILE, alone_in, write_json_fast
+
+    parsed = rank_dir / layout.PARSED_DIR
+    path = parsed / SUMMARY_FILE
+    if not path.exists():
+        return  # not parsed (--no-analyse, short of space), or gzipped before its parse
+    with alone_in(parsed) as alone:
+        if not alone:
+            return
+        try:
+            summary = msgspec.json.decode(layout.read_small(path, SUMMARY_LIMIT))
+            if not isinstance(summary, dict) or summary.get("trace") != plain:
+                return
+            summary["trace"] = packed
+            write_json_fast(path, summary, indent=0)  # as the parse writes it
+        except (OSError, ValueError, msgspec.MsgspecError) as exc:  # (DecodeError is a ValueError)
+            _log(rank_dir, f"{SUMMARY_FILE} still names {plain}, now gzipped: {exc!r}", "WARNING")
 
 
 def _done_already(job: CaptureJob) -> bool:
