@@ -1995,3 +1995,26 @@ def test_trigger_says_an_output_missing_here_is_made_by_the_job_or_may_be_on_its
         directory=str(tmp_path), start_step=None, active=1, warmup=0, cancel=False, output=str(missing)
     )
     assert " does not exist" not in capsys.readouterr().err
+
+
+def test_a_request_is_logged_loaded_before_the_plan_a_step_made_of_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The watcher hands a request to the training thread before it logs it: a step boundary in between
+    planned it, and the log read "[step 958] capture planned" before "[step 957] loaded"."""
+    from npuprof.agent.dynamic_log import parse_line
+
+    job = Job(tmp_path)
+    job.steps(3)
+    replan = job.controller.replan
+
+    def replan_then_a_step() -> None:
+        replan()
+        job.steps(1)  # the training thread reaches its boundary before the watcher writes a line
+
+    monkeypatch.setattr(job.controller, "replan", replan_then_a_step)
+    job.write(start_step=10, active=2)
+    lines = [fields for line in job.log().splitlines() if (fields := parse_line(line)) is not None]
+    said = [(int(f["step"]), f["message"].split(":")[0]) for f in lines if f["step"] is not None]
+    loaded = said.index((3, "loaded"))
+    assert said[loaded + 1] == (4, "capture planned"), said

@@ -547,20 +547,24 @@ class DynamicPlan:
 
         request = parse_request(raw, current, self.base, say)
         passed = request is not None and 0 < request.start_step <= (step if step is not None else -1)
+        # queued (no write yet) ahead of what a step boundary makes of the request once handed over: a step
+        # in between planned it, and its "capture planned" was written before this "loaded"
+        for level, message in heard:
+            self._event(level, message, step)
+        if request is not None:
+            self._event("INFO", f"loaded: {request.describe()}", step)
         if request is not None and not passed:
             self._watch_space(request)
             self._inbox.append(request)
             controller = self.controller
             if controller is not None:
                 controller.replan()
-        for level, message in heard:
-            self._say(level, message, step)
+        self._flush_events()
         if request is None:
             problems = [message for level, message in heard if level == "ERROR"]
             self.logs.monitor("ERROR", f"{MONITOR_FAILED}: {problems[0] if problems else 'not a request'}")
             return
         self.logs.monitor("INFO", f"{MONITOR_LOADED}: {request.describe()}")
-        self._say("INFO", f"loaded: {request.describe()}", step)
         if passed and step is not None:  # (passed is of a step counted)
             self._say(
                 "WARNING",
