@@ -772,7 +772,7 @@ def test_status_says_a_process_that_replaced_itself_runs(tmp_path: Path) -> None
     done stayed the old image's last, the new one counting from 0 again (helper-158)."""
     from npuprof.cli.status import _processes
 
-    (tmp_path / f"dp_vm_{os.getpid()}_rank_-1.log").write_text(
+    (tmp_path / f"dp_{os.uname().nodename}_{os.getpid()}_rank_-1.log").write_text(  # this process: it runs
         "2026-12-02 07:25:40,100 [INFO] [1] npuprof.dynamic: [step 1] watching /d/f.json every 2 s\n"
         "2026-12-02 07:25:42,100 [INFO] [1] npuprof.dynamic: [step 12] the process ends\n"
         "2026-12-02 07:25:44,100 [INFO] [1] npuprof.dynamic: [step 0] watching /d/f.json every 2 s\n"

@@ -5,7 +5,9 @@ trigger` then said no process watched the folder."""
 
 from __future__ import annotations
 
+import json
 import os
+import time
 from pathlib import Path
 from typing import NamedTuple
 
@@ -51,7 +53,7 @@ def test_a_process_of_another_host_with_the_same_short_name_is_not_called_gone(
     gone = 2**22 + 12345  # above any pid_max default: no process here has it
     logs = tmp_path / "log"
     logs.mkdir()
-    watching = "2026-12-02 07:25:40,469 [INFO] [1] npuprof.dynamic: [step 0] watching it every 1 s\n"
+    watching = dynamic_log.format_line("INFO", "watching it every 1 s", step=0)  # now: not silent either
     _on_host(monkeypatch, there)  # the other node's process writes its log into the shared folder
     host_there = dynamic_log.DynamicLogs(tmp_path, lambda: 0).host  # as the writer names its log
     (logs / f"dp_{host_there}_{gone}_rank_0.log").write_text(watching)  # running there: its pid is not ours
@@ -59,3 +61,82 @@ def test_a_process_of_another_host_with_the_same_short_name_is_not_called_gone(
     (logs / f"dp_{here}_{gone}_rank_1.log").write_text(watching)  # one of this host's, killed
     states = {p["host"]: p["state"] for p in status._processes(logs)}
     assert states == {there: "running", here: "gone (no end line: killed?)"}, states
+
+
+def _line(moment: float, step: int, message: str, pid: int = 4242) -> str:
+    """A watcher's line at ``moment`` (epoch s) as a node in UTC+09:30 writes it."""
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(moment + 9.5 * 3600))
+    return f"{stamp},000 +0930 [INFO] [{pid}] npuprof.dynamic: [step {step}] {message}\n"
+
+
+def test_a_process_of_another_host_is_shown_by_its_newest_line_and_silent_when_long_quiet(
+    tmp_path: Path,
+) -> None:
+    """A multi-node job shares DIR: a process of another node cannot be checked by its pid here, and one whose
+    newest line was from 2024 (a torch_npu log) was shown "running". Now: running as of its newest line, with
+    how long ago, until it is far quieter than it has been; then "silent", which may mean ended."""
+    from conftest import npuprof
+
+    logs = tmp_path / "log"
+    logs.mkdir()
+    tmp_path.chmod(0o700)
+    now = time.time()
+    # heard 3 minutes ago, a heartbeat a minute at most: running, not checked
+    recent = int(now) - 180  # a whole second, as the line writes it (its ms ",000")
+    (logs / "dp_node-b.example_4242_rank_1.log").write_text(
+        _line(now - 900, 0, "watching it every 1 s") + _line(recent, 50, "at step 50")
+    )
+    # a line of 2024 (without the offset, as torch_npu and older npuprofs write): silent
+    (logs / "dp_node-c.example_4343_rank_2.log").write_text(
+        "2024-03-05 10:11:12,000 [INFO] [4343] npuprof.dynamic: [step 3] watching it every 1 s\n"
+    )
+    old = time.mktime(time.strptime("2024-03-05 10:11:12", "%Y-%m-%d %H:%M:%S"))
+    asked = time.time()
+    table = npuprof("status", str(tmp_path), env={**os.environ, "COLUMNS": "300"})
+    assert table.returncode == 0, table.stderr
+    shown = time.strftime("%H:%M:%S", time.gmtime(recent + 9.5 * 3600))  # its writer's, as the steps column
+    rows = {line.split()[1]: line for line in table.stdout.splitlines() if line[:1] in "12"}
+    minutes = {round((moment - recent) / 60) for moment in (asked, time.time())}  # 3 on a host not loaded
+    assert any(
+        f"running as of {shown} ({m} min ago; another host: not checked)" in rows["node-b.example"]
+        for m in minutes
+    ), rows
+    days = {round((moment - old) / 86400) for moment in (asked, time.time())}
+    assert any(
+        f"silent since 2024-03-05 10:11 ({d} days; may have ended)" in rows["node-c.example"] for d in days
+    )
+    assert "not checked: the processes of node-b.example, node-c.example" in table.stdout
+    report = npuprof("status", str(tmp_path), "--format", "json")
+    assert report.returncode == 0, report.stderr
+    processes = {p["host"]: p for p in json.loads(report.stdout)["processes"]}
+    b, c = processes["node-b.example"], processes["node-c.example"]
+    assert (b["state"], b["on_this_host"], c["state"], c["on_this_host"]) == (
+        "running",
+        False,
+        "silent",
+        False,
+    )
+    assert 180 <= b["silent_for_s"] <= time.time() - recent + 1
+    assert time.time() - old - 60 <= c["silent_for_s"] <= time.time() - old + 1
+    # a request that only the silent process could read: not "stopped" (it said so before)
+    (logs / "dp_node-b.example_4242_rank_1.log").unlink()
+    triggered = npuprof("trigger", str(tmp_path), "--active", "2")
+    assert triggered.returncode == 0, triggered.stderr
+    table = npuprof("status", str(tmp_path), env={**os.environ, "COLUMNS": "300"})
+    assert "is not read yet: the processes that may read it are silent (below)" in table.stdout, table.stdout
+
+
+@pytest.mark.parametrize(("step_s", "state"), [(20 * 60, "running"), (1, "silent")])
+def test_how_long_another_hosts_process_may_be_quiet_is_its_own_pace(
+    tmp_path: Path, step_s: float, state: str
+) -> None:
+    """40 minutes without a line: two steps of a job whose step takes 20 minutes (it logs once a step), but
+    far beyond a job that logged a heartbeat a minute (a step a second)."""
+    logs = tmp_path / "log"
+    logs.mkdir()
+    last = time.time() - 40 * 60
+    steps = [0, 3] if step_s > 60 else [0, 60, 120, 180]
+    lines = [_line(last - (steps[-1] - n) * step_s, n, f"at step {n}") for n in steps]
+    (logs / "dp_node-b.example_4242_rank_0.log").write_text("".join(lines))
+    (process,) = status._processes(logs)
+    assert process["state"] == state, process

@@ -141,6 +141,9 @@ WATCHING = "watching "
 # status tells the writer from a later process given its pid, whatever the wall clock did since
 STARTED_AT = "started at tick {ticks}"
 STARTED_AT_RE = re.compile(r"started at tick (?P<ticks>\d+)")
+# "at step N" in the action log, at most this often while the steps pass: npuprof status reads a process of
+# another host that logged nothing for many times this (or its step time) as silent
+HEARTBEAT_S = 60.0
 
 
 def skipped_line(step: int, why: str) -> str:

@@ -30,6 +30,7 @@ from typing import Any
 
 from npuprof.agent.dynamic_files import CONFIG_NAME, LOG_DIR, digest, held_request
 from npuprof.agent.dynamic_log import (
+    HEARTBEAT_S,
     NOT_EFFECTIVE,
     PROCESS_ENDS,
     REPLACED,
@@ -50,7 +51,6 @@ MIN_POLL_S = 1.0  # the floor of the measured interval
 # its ceiling: a long step 10 (an evaluation, a checkpoint) made a 20 s interval for the job (helper-124)
 MAX_POLL_S = 5.0
 MEASURED_STEPS = (10, 11)  # the interval between these two step boundaries becomes the poll interval
-HEARTBEAT_S = 60.0  # "at step N" in the action log, at most this often (npuprof status reads it)
 UPKEEP_S = 60.0  # the SIGTERM guard's check on the main thread between captures, this often (keep_up)
 CLOCK_TICK_SLACK_S = 1.0  # /proc's start time is to the clock tick, a log line's to the ms: both this host's
 CLOCK_SLACK_S = 5.0  # a file server's clock may be behind this host's: a change this close is the process's

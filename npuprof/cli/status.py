@@ -17,6 +17,7 @@ import typer
 
 from npuprof.agent.dynamic_log import (
     ENDED_RE,
+    HEARTBEAT_S,
     NOT_EFFECTIVE,
     NOT_SELECTED_RE,
     PROCESS_ENDS,
@@ -55,8 +56,14 @@ Examples:
   npuprof status cfg --format json    # everything, for scripts
 
 A process whose log has no end line and whose pid is gone on this host (or held by another process: the pid given again) is shown as "gone" (killed); one stopped (kill -STOP, Ctrl-Z) as "stopped": it neither trains nor reads the file until kill -CONT PID resumes it.
+
+A process of another host (a multi-node job sharing DIR) cannot be checked by its pid from here: it is shown "running as of" its newest log line, and "silent since" then, "may have ended", once no line came for 10 times its pace (a line a minute at most while its steps pass, one a step when a step takes longer).
 """  # noqa: E501 (one paragraph a line: typer wraps each line to the terminal, a newline inside cut it short)
 RUNNING, STOPPED = "running", "stopped"
+# a process of another host whose log said nothing for SILENT_TIMES its pace: its pid cannot be looked at from
+# here, so it may have ended (killed, its node down) or hang; or it runs on in a step far longer than the rest
+SILENT = "silent"
+SILENT_TIMES = 10
 
 
 def status_command(
@@ -295,6 +302,7 @@ def _process(key: tuple[str, int, int], paths: dict[str, list[Path]]) -> dict[st
         info["not_captured"] = {"step": last, "why": why}
     if info["state"] == RUNNING and here and _is_stopped(pid):
         info["state"] = STOPPED
+    _judge_by_time(info, here, paths)
     # torch_npu's -1 in the log's name: null in the JSON, as in analyse's (docs/formats.md)
     if rank == UNKNOWN_RANK:
         info["rank"] = None
@@ -310,8 +318,31 @@ def _is_stopped(pid: int) -> bool:
 
 
 def is_alive(process: dict[str, Any]) -> bool:
-    """A process of ``_processes`` that has not ended: running, or stopped until resumed."""
-    return process["state"] in (RUNNING, STOPPED)
+    """A process of ``_processes`` not known to have ended: running, stopped until resumed, or of another host
+    and silent (it may have ended)."""
+    return process["state"] in (RUNNING, STOPPED, SILENT)
+
+
+def _judge_by_time(info: dict[str, Any], here: bool, paths: dict[str, list[Path]]) -> None:
+    """How long a process's logs have been silent (``silent_for_s``, by this host's clock against the lines'
+    moments; the logs' modification time where no line reads), and, for a process of another host whose
+    log has no end line, ``silent_after_s`` and the state by them: its pid is not this host's to look at
+    (a torch_npu log of 2024 was shown "running"). A process logs a heartbeat at most every HEARTBEAT_S
+    while its steps pass (docs/architecture.md, "Dynamic capture"), so its pace is that or its step time."""
+    first, last = info.pop("_first_step", None), info.pop("_last_step", None)
+    seen = info.get("_last_seen_at")
+    if seen is None:
+        seen = _last_written(paths)
+    info["on_this_host"] = here
+    info["silent_for_s"] = None if seen is None else max(0, round(time.time() - seen))  # a clock ahead: 0
+    if here or info["state"] != RUNNING:
+        return
+    step_s = 0.0
+    if first is not None and last is not None and last[1] > first[1] and last[0] > first[0]:
+        step_s = (last[0] - first[0]) / (last[1] - first[1])
+    info["silent_after_s"] = round(SILENT_TIMES * max(HEARTBEAT_S, step_s))
+    if info["silent_for_s"] is not None and info["silent_for_s"] > info["silent_after_s"]:
+        info["state"] = SILENT
 
 
 def _the_writer_lives(pid: int, last_written: float | None, ticks: int | None = None) -> bool:
@@ -413,6 +444,12 @@ def _take(info: dict[str, Any], fields: dict[str, str]) -> None:
     # by the moment, not the text: a line's local time repeats an hour as summer time ends, and a script
     # may change its TZ (the offset beside it tells)
     moment = line_time(fields)
+    if fields["step"] is not None:  # the earliest and the newest (moment, step): the process's pace
+        point = (moment, int(fields["step"]))
+        if "_first_step" not in info or point[0] < info["_first_step"][0]:
+            info["_first_step"] = point
+        if "_last_step" not in info or point[0] >= info["_last_step"][0]:
+            info["_last_step"] = point
     if info["last_seen"] is None or moment > info["_last_seen_at"]:
         info["last_seen"], info["_last_seen_at"] = fields["time"], moment
     if info["first_seen"] is None or moment < info["_first_seen_at"]:
@@ -487,8 +524,10 @@ def render(report: dict[str, Any]) -> str:
                 f"{written} is not read yet: each process reads the file at its poll interval "
                 "(--poll-interval)"
             )
-        elif any(is_alive(p) for p in processes):
+        elif any(p["state"] == STOPPED for p in processes):
             lines.append(f"{written} is not read yet: the job's processes are stopped (below)")
+        elif any(p["state"] == SILENT for p in processes):
+            lines.append(f"{written} is not read yet: the processes that may read it are silent (below)")
         else:
             lines.append(f"{written} was not read: no process of the job runs")
     if (unwritable := report.get("logs_unwritable")) is not None:
@@ -526,7 +565,7 @@ def render(report: dict[str, Any]) -> str:
                 "-" if p["rank"] is None else str(p["rank"]),
                 p["host"],
                 str(p["pid"]),
-                p["state"],
+                _state_said(p),
                 step,
                 str(p["capture_count"]),
                 str(len(p["errors"])),
@@ -536,6 +575,13 @@ def render(report: dict[str, Any]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1])
+    if unchecked := sorted({p["host"] for p in processes if not p["on_this_host"] and is_alive(p)}):
+        hosts = ", ".join(unchecked[:4]) + (f" and {len(unchecked) - 4} more" if len(unchecked) > 4 else "")
+        lines.append(
+            f"not checked: the processes of {hosts} (this host's pids alone can be looked at from here): "
+            f"each is judged by its newest log line, silent after {SILENT_TIMES} times its pace without one "
+            "(a line a minute at most while its steps pass, one a step when a step takes longer)"
+        )
     for p in processes:
         if p["state"] == STOPPED:
             lines.append(
@@ -547,6 +593,31 @@ def render(report: dict[str, Any]) -> str:
         if p["last_warning"]:
             lines.append(f"{process_named(p)}: last warning ({p['warnings']} in all): {p['last_warning']}")
     return _shown(lines)
+
+
+def _state_said(process: dict[str, Any]) -> str:
+    """The state column: a process of another host with the moment of its newest line, which is all that
+    tells of it here."""
+    state = process["state"]
+    if process["on_this_host"] or state not in (RUNNING, SILENT):
+        return state
+    ago = process["silent_for_s"]
+    if ago is None:
+        return "running? (no line read; another host: not checked)"
+    when = process["last_seen"] or time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(time.time() - ago))
+    if state == SILENT:
+        return f"silent since {when[:16]} ({_duration(ago)}; may have ended)"
+    return f"running as of {when[11:19]} ({_duration(ago)} ago; another host: not checked)"
+
+
+def _duration(seconds: int) -> str:
+    if seconds < 90:
+        return f"{seconds} s"
+    if seconds < 90 * 60:
+        return f"{round(seconds / 60)} min"
+    if seconds < 48 * 3600:
+        return f"{round(seconds / 3600)} h"
+    return f"{round(seconds / 86400)} days"
 
 
 def process_named(process: dict[str, Any]) -> str:
