@@ -731,6 +731,34 @@ def test_frames_torch_could_not_name_are_said(tmp_path: Path) -> None:
     assert st.UNNAMED_NOTE not in st.folded_from_trace(path).notes
 
 
+def test_unnamed_frames_of_an_import_in_the_capture_are_said_as_such(tmp_path: Path) -> None:
+    """A 2-rank FSDP2 job that imported torch.distributed.checkpoint inside its loop (Python 3.11): 38
+    `unknown` frames, every one the body of a module run by `exec` or of a class by `__build_class__`, all
+    of ASCII names; export-stacks said the names held characters the trace cannot hold and that an ASCII
+    name shows. The names and nesting are that trace's."""
+    py = "python_function"
+    events = [
+        ev("job.py(80): <module>", py, 0, 1000),
+        ev("<frozen importlib._bootstrap>(233): _call_with_frames_removed", py, 10, 900),
+        ev("<built-in function exec>", py, 20, 800),
+        ev("unknown", py, 30, 700),  # torch/distributed/checkpoint/__init__.py's body
+        ev("<built-in function __build_class__>", py, 40, 200),
+        ev("unknown", py, 50, 100),  # a class body of that module
+        ev("aten::empty", "cpu_op", 300, 50),
+    ]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    notes = st.folded_from_trace(path).notes
+    assert any("imported while the profiler recorded" in n for n in notes), notes
+    assert not any("an ASCII name shows" in n for n in notes), notes
+    # a frame of a name torch cannot hold (a function 步骤 called by the script) is said as before, too
+    events.append(ev("unknown", py, 850, 100))
+    path.write_text(json.dumps({"traceEvents": events}))
+    notes = st.folded_from_trace(path).notes
+    assert any("imported while the profiler recorded" in n for n in notes), notes
+    assert any("an ASCII name shows" in n for n in notes), notes
+
+
 def test_rank_picks_that_ranks_latest_capture_of_a_result(tmp_path):
     """helper-125: export-stacks and memory-timeline on a result of several ranks could only say "give one of
     them"; --rank N reads that rank's latest capture (said when it had several)."""

@@ -56,6 +56,16 @@ UNNAMED_NOTE = (
     "character its trace cannot hold (outside printable ASCII, a quote, a backslash): the trace does not "
     "have their names; an ASCII name shows"
 )
+# the callers, in torch's Python tracer, of the body of a module being imported and of its classes' bodies
+# (sanitised, as the trie holds them)
+BODY_CALLERS = frozenset({"<built-in_function_exec>", "<built-in_function___build_class__>"})
+IMPORTED_NOTE = (
+    "frames named 'unknown' under '<built-in function exec>' or '<built-in function __build_class__>' are "
+    "the bodies of modules (and of their classes) that the job imported while the profiler recorded (a "
+    "first `import torch.distributed.checkpoint` inside the training loop, say): torch's Python tracer "
+    "loses their names, ASCII ones too (seen with Python 3.11); an import before the loop keeps that time "
+    "out of the capture"
+)
 DEVICE_METRICS = ("self_cuda_time_total", "self_npu_time_total")
 METRICS = (HOST_METRIC, *DEVICE_METRICS)
 
@@ -188,6 +198,14 @@ class _PathTrie:
             frames.append(self.frame[node_id])
             node_id = self.parent[node_id]
         return tuple(reversed(frames))
+
+
+def _unnamed_notes(trie: _PathTrie) -> list[str]:
+    """What the ``unknown`` frames are: the bodies of modules and classes (their caller ``exec`` or
+    ``__build_class__``), whose names torch's tracer loses, or names its trace cannot hold."""
+    callers = {trie.frame[trie.parent[i]] for i, frame in enumerate(trie.frame) if frame == UNNAMED_FRAME}
+    notes = [IMPORTED_NOTE] if callers & BODY_CALLERS else []
+    return notes + ([UNNAMED_NOTE] if callers - BODY_CALLERS else [])
 
 
 @dataclass
@@ -879,7 +897,7 @@ def folded_from_events(
             f"{', '.join(str(t) for _p, t in idle)}); npuprof export-stacks --keep-idle-threads keeps them"
         )
     if UNNAMED_FRAME in tree.trie.frame and metric == HOST_METRIC:
-        result.notes.append(UNNAMED_NOTE)
+        result.notes.extend(_unnamed_notes(tree.trie))
     if tree.trie.folded_deeper:
         result.notes.append(
             f"call paths deeper than {MAX_DEPTH} frames end in one frame, {DEEPER_FRAME}, that holds the "
