@@ -107,6 +107,7 @@ def memory_columns(x: Extract) -> dict[str, np.ndarray]:
         for code in np.unique(cols["device"][missing]).tolist():
             rows = missing & (cols["device"] == code)
             changes = cols["bytes"][rows]
+            changes = changes - missed_frees(changes, _block_ids(cols["addr"][rows], cols["process"][rows]))
             alloc[rows] = np.cumsum(changes) + held_before(changes, cols["addr"][rows], cols["process"][rows])
         cols["alloc"] = alloc
     return cols
@@ -129,6 +130,30 @@ def held_before(nbytes: np.ndarray, addr: np.ndarray, process: np.ndarray | None
     _blocks, first = np.unique(blocks, return_index=True, axis=None if process is None else 1)
     first_change = nbytes[known][first]
     return max(float(-first_change[first_change < 0].sum()), deficit)
+
+
+def _block_ids(addr: np.ndarray, process: np.ndarray) -> np.ndarray:
+    """A number for each change's block (its address in its process, which has its own); 0: no address."""
+    ids = np.unique(np.stack([process, addr]), axis=1, return_inverse=True)[1].reshape(-1) + 1
+    return np.where(addr != 0, ids, 0)
+
+
+def missed_frees(nbytes: np.ndarray, block: np.ndarray) -> np.ndarray:
+    """For each change, in the order summed, the size of the block its allocation took the place of: an
+    earlier allocation of the same block (``block``: its number, 0 unknown) with no free between, freed by
+    then, as an address holds one block at a time, though the trace has no free of it. torch reports a CPU
+    free only on a thread its profiler records: the blocks gloo's worker threads free (FSDP2's gradients,
+    reduce-scattered there) have none, and the running sum grew by them every step (docs/formats.md,
+    "memory_record.csv")."""
+    out = np.zeros(len(nbytes), np.float64)
+    known = np.flatnonzero(block != 0)
+    if len(known) < 2:
+        return out
+    order = known[np.lexsort((known, block[known]))]  # each block's changes in the order summed
+    b, v = block[order], nbytes[order]
+    again = np.r_[False, (b[1:] == b[:-1]) & (v[:-1] > 0) & (v[1:] > 0)]
+    out[order[again]] = np.r_[0.0, v[:-1]][again]
+    return out
 
 
 def summing_keys(ts: np.ndarray, nbytes: np.ndarray, addr: np.ndarray, device: Any = None) -> np.ndarray:

@@ -277,10 +277,12 @@ def _summed_peak(changes: list[tuple[int, int, int]]) -> int:
     what they show was allocated before the first (analysis/memory.py: summing_keys, held_before)."""
     import numpy as np
 
-    from npuprof.analysis.memory import held_before, summing_keys
+    from npuprof.analysis.memory import held_before, missed_frees, summing_keys
 
     times, nbytes, addresses = (np.array(column) for column in zip(*changes, strict=True))
     sizes = nbytes.astype(np.float64)
     order = np.lexsort((summing_keys(times, sizes, addresses), times))
-    running = np.cumsum(sizes[order])
-    return round(held_before(sizes[order], addresses[order]) + max(float(running.max()), 0.0))
+    # less each block allocated again at its address with no free seen between (memory.missed_frees)
+    summed = sizes[order] - missed_frees(sizes[order], addresses[order].astype(np.int64))
+    running = np.cumsum(summed)
+    return round(held_before(summed, addresses[order]) + max(float(running.max()), 0.0))

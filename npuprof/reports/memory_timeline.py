@@ -205,7 +205,7 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
     }
     import numpy as np
 
-    from npuprof.analysis.memory import held_before, summing_keys
+    from npuprof.analysis.memory import held_before, missed_frees, summing_keys
 
     summed = False
     before: dict[str, int] = {}  # device -> what its frees show was allocated before the capture
@@ -224,11 +224,14 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
         # "Max memory allocated: -200 bytes" and a plot all below its axis): it starts at what they show
         # was there (analysis/memory.py's held_before)
         _times, nbytes, _addresses, block_of = zip(*in_order, strict=True)
-        total = round(held_before(np.array(nbytes, np.float64), np.array(block_of, np.int64)))
+        # less each block allocated again at its address with no free seen between (memory.missed_frees)
+        missed = missed_frees(np.array(nbytes, np.float64), np.array(block_of, np.int64)).tolist()
+        nets = [change - round(lost) for change, lost in zip(nbytes, missed, strict=True)]
+        total = round(held_before(np.array(nets, np.float64), np.array(block_of, np.int64)))
         if total:
             before[name] = total
-        for ts, change, _addr, _block in in_order:
-            total += change
+        for (ts, change, _addr, _block), net in zip(in_order, nets, strict=True):
+            total += net
             records.append((ts, total, 0, change))
         if max(r[1] for r in records) >= _INT64 or records[0][1] - records[0][3] >= _INT64:
             # each sample's Bytes is below 2**62, their sum is not: a raw event's numbytes is an int64, and a
