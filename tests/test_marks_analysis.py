@@ -736,3 +736,30 @@ def test_marks_past_the_listed_names_are_said_to_be_missing(tmp_path: Path) -> N
         "7 mark(s) and range(s) recorded under names past the first 3 of the capture are not shown (their "
         "names were not listed: npuprof.marks.NAMES_LIMIT)"
     ]
+
+
+def test_no_ranges_under_msprof_tx_names_the_functional_collectives_it_does_not_range(tmp_path: Path) -> None:
+    """A 2-rank parallelize_module job (DTensor, gloo) under --msprof-tx: analyse said only "no ranges in
+    these steps (marks and --msprof-tx ranges were looked for)", its 21 all-reduces a capture issued as
+    _c10d_functional::all_reduce, with no torch.distributed call to range, _c10d_functional::wait_tensor its
+    top operator."""
+    from rich.console import Console
+
+    from npuprof.analysis.report import build_report
+    from npuprof.analysis.report_schema import read_report
+    from npuprof.reports import terminal
+
+    data = json.loads(terminal.render_json(build_report(marked_rank_dir(tmp_path, comm_file=True), jobs=1)))
+
+    def said(top: str) -> str:
+        data["ranks"][0]["ranges"] = []
+        data["ranks"][0]["top_operators"][0]["name"] = top
+        out = io.StringIO()
+        terminal.render_table(read_report(json.dumps(data)), Console(file=out, width=400))
+        return out.getvalue()
+
+    text = said("_c10d_functional::wait_tensor")
+    assert "no ranges in these steps" in text
+    assert "functional collectives (_c10d_functional::wait_tensor)" in text, text
+    assert "--msprof-tx does not range" in text
+    assert "functional collectives" not in said("aten::mm")

@@ -366,6 +366,12 @@ def _cpu_only_note(rank_dir: str, pooled: bool = False) -> str:
 
 
 RANGE_COLUMNS = ("calls", "total ms", "mean ms", "max ms")
+# --msprof-tx wraps torch.distributed's Python functions; DTensor's collectives go to torch's ops without
+# one (README, "Marks")
+FUNCTIONAL_UNRANGED = (
+    ": its top operators hold functional collectives ({}), which DTensor, tensor parallel and compiled code "
+    "issue and --msprof-tx does not range; their time is in the comm column"
+)
 
 
 def _render_ranges(r: RankReport, console: Console) -> None:
@@ -373,7 +379,12 @@ def _render_ranges(r: RankReport, console: Console) -> None:
     if r.ranges is msgspec.UNSET:
         return
     if not r.ranges:
-        console.print("[dim]no ranges in these steps (marks and --msprof-tx ranges were looked for)[/dim]")
+        functional = [op.name for op in r.top_operators if op.name.startswith(vocab.C10D_PREFIXES[1:])]
+        console.print(
+            "[dim]no ranges in these steps (marks and --msprof-tx ranges were looked for)"
+            + (escape(FUNCTIONAL_UNRANGED.format(functional[0])) if functional else "")
+            + "[/dim]"
+        )
         return
     table = Table(title="slowest ranges by total time", title_justify="left")
     for col, just in (("range", "left"), ("kind", "left"), *((c, "right") for c in RANGE_COLUMNS)):
