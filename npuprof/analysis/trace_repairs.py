@@ -21,6 +21,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+import numpy as np
+
 # strings msgspec refuses though Python's json reads them: an unpaired UTF-16 surrogate escape (a path with
 # bytes that are not UTF-8, written by Python's json.dump: "\udcff"), and bytes that are not UTF-8. Each is
 # replaced by text of its own length ("\ufffd", "?"), so every offset into the chunk stays right.
@@ -174,6 +176,7 @@ def _not_numbers(text: bytes | bytearray, token: bytes) -> Iterator[tuple[int, i
     """Where ``token`` (NaN, Infinity) stands in ``text`` as a time's or an arg's value, with its "-": (start,
     end, its kind)."""
     at = 0
+    found: list[tuple[int, int, bytes | None]] = []
     while (at := text.find(token, at)) >= 0:
         start, end = at, at + len(token)
         at = end
@@ -181,31 +184,61 @@ def _not_numbers(text: bytes | bytearray, token: bytes) -> Iterator[tuple[int, i
             continue
         if token == b"Infinity" and start and text[start - 1] == 0x2D:  # "-"
             start -= 1
-        kind = _kind_of_value_at(text, start)
-        if kind is not None:
-            yield start, end, kind
+        key = _key_of_value_at(text, start)
+        if key is not False:
+            found.append((start, end, key))
+    # a key named as an event's own (ts, pid...) is one only at the event's level: in its args ({"ts": NaN},
+    # a tool's) it is an arg like any other (helper-351: the whole trace was refused for {"pid": NaN}, and
+    # {"ts": NaN} was said an event's time, its event "left out", which it was not)
+    own = [start for start, _end, key in found if key in _EVENT_KEYS or key in _TIME_KEYS]
+    levels = dict(zip(own, _depths(text, own), strict=True)) if own else {}
+    events_at = 2 if text.lstrip(b" \t\r\n")[:1] == b"[" else 1  # the depth of an event's own keys
+    for start, end, key in found:
+        if start not in levels or levels[start] != events_at:
+            yield start, end, ARG_NOT_A_NUMBER
+        elif key in _TIME_KEYS:
+            yield start, end, TIME_NOT_A_NUMBER
 
 
-def _kind_of_value_at(text: bytes | bytearray, start: int) -> str | None:
-    """TIME_NOT_A_NUMBER for a value at ``start`` that is a ts or dur, ARG_NOT_A_NUMBER for one that follows
-    a list's "[" or "," or an arg's key; None for anything else (a key of the event's own)."""
+def _key_of_value_at(text: bytes | bytearray, start: int) -> bytes | bool | None:
+    """The key whose value starts at ``start``; None for a list's element (after "[" or ","); False for
+    anything else (no value that is a key's or a list's)."""
     before = _before_space(text, start)
     if before < 0:
-        return None
+        return False
     if text[before] in b"[,":
-        return ARG_NOT_A_NUMBER
-    if text[before] != 0x3A:  # ":"
         return None
+    if text[before] != 0x3A:  # ":"
+        return False
     close = _before_space(text, before)
     if close < 1 or text[close] != 0x22 or text[close - 1] == 0x5C:  # no '"' ending a key, or an escaped one
-        return None
+        return False
     opening = text.rfind(b'"', max(0, close - _KEY_LIMIT), close)
     key = bytes(text[opening + 1 : close])
     if opening < 0 or b"\\" in key or (opening and text[opening - 1] == 0x5C):
-        return None
-    if key in _TIME_KEYS:
-        return TIME_NOT_A_NUMBER
-    return None if key in _EVENT_KEYS else ARG_NOT_A_NUMBER
+        return False
+    return key
+
+
+def _depths(text: bytes | bytearray, positions: list[int]) -> list[int]:
+    """How deep in objects and arrays each of ``positions`` (outside strings, in order) of ``text`` is: the
+    "{" and "[" outside strings before it, less the "}" and "]". In passes over arrays (a quote after an
+    odd run of backslashes is in a string), asked only for a NaN under a key named as an event's own."""
+    data = np.frombuffer(bytes(text), np.uint8)
+    quotes = np.flatnonzero(data == 0x22)
+    slashes = np.flatnonzero(data == 0x5C)
+    if len(quotes) and len(slashes):
+        runs = slashes[np.r_[True, np.diff(slashes) > 1]]  # where each run of backslashes starts
+        before = quotes - 1
+        run = np.searchsorted(runs, before, side="right") - 1
+        escaped = (before >= 0) & (data[np.maximum(before, 0)] == 0x5C)
+        length = np.where(escaped, before - runs[np.maximum(run, 0)] + 1, 0)
+        quotes = quotes[length % 2 == 0]
+    marks = np.flatnonzero((data == 0x7B) | (data == 0x7D) | (data == 0x5B) | (data == 0x5D))
+    marks = marks[np.searchsorted(quotes, marks) % 2 == 0]  # outside strings: an even count of quotes before
+    depth = np.cumsum(np.where((data[marks] == 0x7B) | (data[marks] == 0x5B), 1, -1))
+    before = np.searchsorted(marks, np.asarray(positions)) - 1  # the last mark before each position
+    return np.where(before >= 0, depth[np.maximum(before, 0)], 0).tolist()
 
 
 def _before_space(text: bytes | bytearray, at: int) -> int:

@@ -1,0 +1,53 @@
+"""A real capture's trace fed values a script or a tool can put in it (Python's json.dump of a float nan or
+inf): each is read as Python's json reads the same bytes, or said in one clear line (docs/formats.md, "Values
+torch wrote that are no JSON"). Expected values come from Python's json and the events themselves."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import shutil
+from pathlib import Path
+
+from npuprof.analysis.parse import parse_rank_dir
+from npuprof.analysis.trace_loader import load_trace
+
+NAN, INF = float("nan"), float("inf")
+
+
+def _rank_copy(torchrun_capture: Path, dst: Path) -> tuple[Path, Path, dict]:
+    """A copy of the real capture's plain rank (rank 0), its trace and the trace as Python's json reads it."""
+    src = next(d for d in sorted(torchrun_capture.glob("*_ascend_pt")) if list(d.glob("*.pt.trace.json")))
+    shutil.copytree(src, dst)
+    (trace,) = dst.glob("*.pt.trace.json")
+    return dst, trace, json.loads(trace.read_bytes())
+
+
+def _rows(rank_dir: Path, name: str) -> list[dict[str, str]]:
+    with open(rank_dir / "ASCEND_PROFILER_OUTPUT" / name, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_nan_under_an_arg_named_as_an_events_own_key_is_an_arg(
+    torchrun_capture: Path, tmp_path: Path
+) -> None:
+    """An arg of NaN or Infinity named as an event's own key ({"pid": NaN} in an operator's args: a tool's)
+    made the whole trace refused ("malformed JSON ... NaN"), and {"ts": NaN} there was counted as an event's
+    time of NaN, its event said left out. Each is an arg read as unknown; every event is read as Python's
+    json reads the file."""
+    rank_dir, trace, data = _rank_copy(torchrun_capture, tmp_path / "rank")
+    ops = [e for e in data["traceEvents"] if e.get("cat") == "cpu_op"]
+    ops[3]["args"].update({"ts": NAN, "pid": -INF, "name": INF, "ph": NAN})
+    ops[4]["args"]["dur"] = NAN
+    trace.write_text(json.dumps(data, indent=1))
+    want = json.loads(trace.read_bytes())["traceEvents"]  # Python reads NaN and Infinity
+    loaded = load_trace(trace)
+    assert [(e.name, e.ph, e.pid) for e in loaded.events] == [(e["name"], e["ph"], e["pid"]) for e in want]
+    assert loaded.repaired_values == {"arg not a number": 5} and loaded.damaged.total == 0
+    args = {e.name + str(e.ts): e.args_dict() for e in loaded.events}
+    for op in ops[3:5]:
+        read = args[op["name"] + str(op["ts"] - loaded.ts_base)]
+        odd = {k for k, v in op["args"].items() if isinstance(v, float) and not math.isfinite(v)}
+        assert {k for k, v in read.items() if v == "?"} == odd, read
+    assert parse_rank_dir(rank_dir, workers=1).status == "parsed"
