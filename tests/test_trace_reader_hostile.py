@@ -51,3 +51,59 @@ def test_nan_under_an_arg_named_as_an_events_own_key_is_an_arg(
         odd = {k for k, v in op["args"].items() if isinstance(v, float) and not math.isfinite(v)}
         assert {k for k, v in read.items() if v == "?"} == odd, read
     assert parse_rank_dir(rank_dir, workers=1).status == "parsed"
+
+
+def test_a_kernel_whose_link_is_nan_counts_its_time_under_no_operator(
+    torchrun_capture: Path, tmp_path: Path
+) -> None:
+    """A kernel whose External id (or correlation) is NaN was left out as damaged: its device time was lost
+    from its step and from kernel_details.csv. It counts there, linked to no operator. The real capture's
+    operators of its first step each get a kernel inside them carrying their External id."""
+    rank_dir, trace, data = _rank_copy(torchrun_capture, tmp_path / "rank")
+    events = data["traceEvents"]
+    step = next(e for e in events if e["name"].startswith("ProfilerStep#"))
+    ops = [
+        e
+        for e in events
+        if e.get("cat") == "cpu_op"
+        and e["name"] in ("aten::addmm", "aten::mm")
+        and step["ts"] <= e["ts"] < step["ts"] + step["dur"]
+    ]
+    ops = ops[:3]
+    assert len(ops) == 3
+    kernels = []
+    for k, op in enumerate(ops):
+        args = {"device": 0, "stream": 7, "correlation": 10_000 + k, "External id": op["args"]["External id"]}
+        if k == 0:
+            args["External id"] = NAN
+        if k == 1:
+            args["correlation"] = -INF
+        kernels.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": f"gemm_{k}",
+                "pid": 0,
+                "tid": 7,
+                "ts": op["ts"] + 1,
+                "dur": 7.5 + k,
+                "args": args,
+            }
+        )
+    events += kernels
+    trace.write_text(json.dumps(data))
+    assert parse_rank_dir(rank_dir, workers=1).status == "parsed"
+
+    rows = _rows(rank_dir, "kernel_details.csv")
+    assert sorted((r["Name"], float(r["Duration(us)"])) for r in rows) == [
+        (k["name"], k["dur"]) for k in kernels
+    ]
+    spans, computing, end = sorted((k["ts"], k["ts"] + k["dur"]) for k in kernels), 0.0, -math.inf
+    for start, stop in spans:  # their union
+        computing += max(0.0, stop - max(start, end))
+        end = max(end, stop)
+    (first,) = [r for r in _rows(rank_dir, "step_trace_time.csv") if r["Step"] == step["name"].split("#")[1]]
+    assert math.isclose(float(first["Computing"]), computing, abs_tol=1e-3), first
+    linked = sum(k["dur"] for k in kernels[1:])  # gemm_0 linked to no operator; gemm_1 by its External id
+    device = sum(float(r["Device Self Duration(us)"]) for r in _rows(rank_dir, "operator_details.csv"))
+    assert math.isclose(device, linked, abs_tol=1e-3), device

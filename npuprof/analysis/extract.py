@@ -294,25 +294,32 @@ def _external_ids(kargs: list[Any]) -> np.ndarray:
 
 
 # What the reader reads an arg of NaN or Infinity as (trace_repairs: no JSON, read as unknown). Where the
-# value is only shown, or stands in for one the tables find elsewhere (a kernel's stream: its thread; its
-# device: its process), it reads as absent and the event is kept; where a figure or a link needs it (a
-# [memory] event's Bytes and totals, an External id, a correlation) the event is left out as damaged, said
-# as NaN or Infinity (docs/formats.md, "Values torch wrote that are no JSON").
+# value is only shown, stands in for one the tables find elsewhere (a kernel's stream: its thread; its
+# device: its process), or links an event to another (an External id, a correlation: the event is then
+# linked to none, as one without it; helper-351: a kernel whose External id was NaN was left out, its device
+# time lost from its step), it reads as absent and the event is kept; where a figure needs it (a [memory]
+# event's Bytes and totals) the event is left out as damaged, said as NaN or Infinity (docs/formats.md,
+# "Values torch wrote that are no JSON").
 _NOT_A_NUMBER_TEXT = f'"{NOT_A_NUMBER}"'.encode()
-_SHOWN_ONLY = {_KERNEL_ARGS: frozenset(("stream", "device", "grid", "bytes"))}
+_LINKS = ("External id", "external id", "correlation")
+_READ_AS_ABSENT = {
+    _KERNEL_ARGS: frozenset(("stream", "device", "grid", "bytes", *_LINKS)),
+    _OP_ARGS: frozenset(_LINKS),
+    _LAUNCH_ARGS: frozenset(_LINKS),
+}
 
 
 def _args_of(decoder: msgspec.json.Decoder, raws: list[Any]) -> list[Any]:
     """The raw ``args`` decoded together; args that are no object (``null``, ``[1, 2]``: a trace edited by
-    hand) read as ``{}`` instead of making the whole trace unreadable, and an arg of NaN or Infinity that is
-    only shown (_SHOWN_ONLY) as absent. Other faults raise as before."""
+    hand) read as ``{}`` instead of making the whole trace unreadable, and an arg of NaN or Infinity that
+    reads as absent (_READ_AS_ABSENT) as absent. Other faults raise as before."""
     try:
         return decoder.decode(_joined(raws))
     except msgspec.ValidationError:
         objects = [r if r and bytes(r).lstrip()[:1] == b"{" else _NO_ARGS for r in raws]
-        shown = _SHOWN_ONLY.get(decoder)
-        if shown:
-            objects = [_without_not_a_number(r, shown) for r in objects]
+        absent = _READ_AS_ABSENT.get(decoder)
+        if absent:
+            objects = [_without_not_a_number(r, absent) for r in objects]
         return decoder.decode(_joined(objects))
 
 

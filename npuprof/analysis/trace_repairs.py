@@ -352,9 +352,9 @@ ARG_NOT_A_NUMBER = "arg not a number"
 _UNWRITTEN = {
     ARG_NOT_A_NUMBER: (
         "{n} arg value(s) are NaN or Infinity, which is no JSON (Python's json.dump of a float nan or inf: a "
-        "record_function's or a tool's arg?): read as unknown (the string \"?\"); an event whose figures or "
-        "links need that value (a [memory] event's Bytes, an External id) is left out, counted with the "
-        "damaged ones"
+        "record_function's or a tool's arg?): read as unknown (the string \"?\"); an event whose figures "
+        "need that value (a [memory] event's Bytes) is left out, counted with the damaged ones; an External "
+        "id or correlation so links its event to none"
     ),
     TIME_NOT_A_NUMBER: (
         "{n} event(s) have a ts or dur of NaN or Infinity, which is no JSON (Python's json.dump of a float "
