@@ -460,8 +460,17 @@ def _with_a_long_string(synth: Path, path: Path, value: str | list, share: float
 
 
 # a list of objects in an arg, each with a "ph" as an event has, longer than the 64 KiB the boundary search
-# reads after a "{": where a split lands in it, the search takes an object of it for an event
+# reads after a "{": where a split lands in it, the search takes an object of it for an event when the list
+# is also longer than the search reads on for its "]" (trace_loader.READ_ON, 1 MiB: the tests below make it
+# 64 KiB, so that this list of 450 KB stands for one of MBs; a shorter one is passed over:
+# test_trace_reader_hostile.py)
 _PHASED = [{"ph": "X", "name": f"n{i}", "ts": i, "dur": 1} for i in range(10_000)]
+
+
+def _reading_on_no_further(monkeypatch: pytest.MonkeyPatch) -> None:
+    from npuprof.analysis import trace_loader
+
+    monkeypatch.setattr(trace_loader, "READ_ON", 1 << 16)
 
 
 def test_a_string_of_objects_where_a_split_lands_is_read_as_one_reader_reads_it(
@@ -473,6 +482,7 @@ def test_a_string_of_objects_where_a_split_lands_is_read_as_one_reader_reads_it(
     where an event ends, read as it is; when one does not, the trace is read again by one reader: the
     columns are -j 1's. (Such a string no longer takes the search, which passes over "{}": a list of
     objects with a "ph" in an arg, _PHASED, still does.)"""
+    _reading_on_no_further(monkeypatch)
     path = tmp_path / "long.pt.trace.json"
     first, last = _with_a_long_string(synth, path, _PHASED)
     start, end = TraceReader(path).region()
@@ -524,6 +534,7 @@ def test_a_trace_split_inside_a_string_is_analysed_as_by_one_process(
     from npuprof.analysis import trace_body
     from npuprof.analysis.parse import parse_rank_dir
 
+    _reading_on_no_further(monkeypatch)
     trace = tmp_path / "long.pt.trace.json"
     _with_a_long_string(synth, trace, _PHASED)
     monkeypatch.setattr(scan_mod, "MIN_PER_WORKER", 1 << 16)
@@ -668,6 +679,7 @@ def test_reading_behind_a_decompression_cut_inside_a_string_reads_as_one_reader(
     """Reading behind a .gz trace's decompression cut its first step at the first boundary the search
     takes, inside the first event's string of "{}, {}, ...": the whole trace was refused. The columns are
     a plain scan's."""
+    _reading_on_no_further(monkeypatch)
     path = tmp_path / "first.pt.trace.json"
     first, last = _with_a_long_string(synth, path, _PHASED, share=0)  # a string of "{}" takes no search now
     start, end = TraceReader(path).region()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 import shutil
 from pathlib import Path
 
@@ -107,3 +108,79 @@ def test_a_kernel_whose_link_is_nan_counts_its_time_under_no_operator(
     linked = sum(k["dur"] for k in kernels[1:])  # gemm_0 linked to no operator; gemm_1 by its External id
     device = sum(float(r["Device Self Duration(us)"]) for r in _rows(rank_dir, "operator_details.csv"))
     assert math.isclose(device, linked, abs_tol=1e-3), device
+
+
+def _with_lists_of_event_like_objects(data: dict, objects: int, every: int) -> bytes:
+    """``data`` (a trace) with a list of ``objects`` objects shaped as events (a "ph" each: a tool's record
+    of its own) in the args of every ``every``-th event that has args."""
+    fake = {"ph": "X", "ts": 1, "name": "n", "pid": 1, "tid": 1, "dur": 2}
+    with_args = [e for e in data["traceEvents"] if isinstance(e.get("args"), dict)]
+    for event in with_args[::every]:
+        event["args"]["records"] = [fake] * objects
+    return json.dumps(data).encode()
+
+
+def _event_starts(text: bytes) -> list[int]:
+    """Where each event of a Kineto trace starts, as Python's json reads them one by one (ASCII text)."""
+    decoder, events = json.JSONDecoder(), []
+    chars = text.decode()
+    at = chars.index("[", chars.index('"traceEvents"')) + 1
+    while True:
+        while chars[at] in " \t\r\n,":
+            at += 1
+        if chars[at] == "]":
+            return events
+        events.append(at)
+        _, at = decoder.raw_decode(chars, at)
+
+
+def test_the_split_of_j_n_is_not_taken_inside_a_long_list_of_event_like_args(
+    torchrun_capture: Path, tmp_path: Path
+) -> None:
+    """A list of 130 KB of objects each with a "ph" in an event's args reads as events as far as the search
+    for a split looks ahead (64 KiB): `-j N`'s cut was taken inside it (32 of 60 positions), and the trace
+    read again by one process. Every cut found is an event's start, as Python's json reads them."""
+    from npuprof.analysis.trace_loader import TraceReader
+
+    _dir, trace, data = _rank_copy(torchrun_capture, tmp_path / "rank")
+    text = _with_lists_of_event_like_objects(data, 2000, 40)
+    trace.write_bytes(text)
+    starts = _event_starts(text)
+    reader = TraceReader(trace)
+    first, end = reader.region()
+    assert first == starts[0]
+    for pos in range(first, end, (end - first) // 40):
+        cut = reader.boundary_after(pos, end)
+        assert cut in starts or cut == end, (pos, cut)
+        assert cut == end or not [s for s in starts if pos <= s < cut][1:], (
+            pos,
+            cut,
+        )  # the first at or after
+
+
+def test_a_cut_trace_whose_end_looked_back_at_starts_in_such_a_list_is_read(
+    torchrun_capture: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """The look back from a cut trace's end (a window of CUT_WINDOW bytes, grown to CUT_LIMIT) took objects of
+    a list in args that each have a "ph" for events, 8 a window: a window that began inside one (400 KB)
+    grew past the limit and the trace was refused ("before its JSON closes"). The bounds are made small here
+    to stand for a trace of GBs. Each cut reads the complete events before it, as Python's json does."""
+    from npuprof.analysis import trace_loader
+
+    monkeypatch.setattr(trace_loader, "CUT_WINDOW", 256 << 10)
+    monkeypatch.setattr(trace_loader, "CUT_LIMIT", 1 << 20)
+    _dir, trace, data = _rank_copy(torchrun_capture, tmp_path / "rank")
+    text = _with_lists_of_event_like_objects(data, 6000, 80)
+    starts = _event_starts(text)
+    lists = [found.start() for found in re.finditer(rb'"records": \[', text)]
+    assert len(lists) >= 5
+    for at in lists:  # the events from the third after the list's on: a window back reaches into the list
+        later = [s for s in starts if s > at][3:4]
+        if not later:
+            continue
+        cut = later[0] + 40
+        trace.write_bytes(text[:cut])
+        want = [s for s in starts if s < cut]
+        loaded = load_trace(trace)
+        assert len(loaded.events) == len(want) - 1, cut  # all but the one the cut went through
+        assert loaded.cut is not None and loaded.cut.events_end == text.rindex(b"}", 0, want[-1]) + 1, cut

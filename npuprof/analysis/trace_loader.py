@@ -1376,6 +1376,36 @@ class _EventStarts:
         self.mended_at = -1
 
     def starts(self, brace: int) -> bool:
+        return self._starts(brace) and self._reads_on(brace)
+
+    def _reads_on(self, brace: int) -> bool:
+        """Whether the text from ``brace``, read on past the _LOOKAHEAD (up to READ_ON bytes), is still not
+        closed by a "]" other than the events' own. A list of objects in an event's args, each with a "ph" (a
+        tool's), reads as events as far as the look ahead: helper-351, one of 130 KB made the split of `-j N`
+        fall inside it (the trace read again by one process), and the look back from a cut trace's end tried
+        8 of its objects a window, mending the window for each, then grew the window, and past CUT_LIMIT
+        refused the trace. Its "]" closes it, and what follows is no events' end; the "{"s before it are
+        passed over. One decode: ~1 ms a MB."""
+        window = self.window
+        stop = window.rfind(b"}", brace, brace + READ_ON)
+        if stop < brace + _LOOKAHEAD:
+            return True  # read already
+        try:
+            _RAW_EVENTS.decode(b"[" + window[brace : stop + 1] + b"]")
+        except msgspec.DecodeError as exc:
+            found = _TRAILING_AT.search(str(exc))
+            if found is None:  # cut at READ_ON, or damage further on: the reader of the events says
+                return True
+            bracket = window.rfind(b"]", brace, brace + int(found.group(1)))
+            if _ends_events(window[bracket + 1 : stop + 1]):
+                return True
+            self.skip = max(self.skip, bracket)
+            return False
+        except RecursionError:
+            return True
+        return True
+
+    def _starts(self, brace: int) -> bool:
         if brace < self.skip:
             return False
         window = self.window
@@ -1391,6 +1421,26 @@ class _EventStarts:
         if isinstance(verdict, bool):
             return verdict
         self.skip = brace + verdict  # the "{"s before the byte where its text stopped being JSON
+        return False
+
+
+READ_ON = 1 << 20  # bytes from a "{" read for the "]" of a list it is in (_EventStarts._reads_on)
+
+
+def _ends_events(after: bytes) -> bool:
+    """Whether ``after``, what follows a "]" up to a "}", is what follows the events' array: nothing (a bare
+    array's end), the top-level object's "}", or more of its keys (whole, or cut where the read stopped)."""
+    after = after.strip(_WS + b"\0")
+    if not after or after == b"}":
+        return True
+    if after[:1] != b",":
+        return False
+    rest = b"{" + after[1:]
+    if is_cut_short(rest):
+        return True
+    try:
+        return isinstance(_ANY.decode(rest), dict)
+    except (msgspec.DecodeError, RecursionError):
         return False
 
 
