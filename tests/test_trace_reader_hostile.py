@@ -184,3 +184,29 @@ def test_a_cut_trace_whose_end_looked_back_at_starts_in_such_a_list_is_read(
         loaded = load_trace(trace)
         assert len(loaded.events) == len(want) - 1, cut  # all but the one the cut went through
         assert loaded.cut is not None and loaded.cut.events_end == text.rindex(b"}", 0, want[-1]) + 1, cut
+
+
+def test_string_times_written_with_an_exponent_keep_their_nanoseconds(tmp_path: Path) -> None:
+    """torch_npu's string times of epoch µs written with an exponent ("1.704161511420306491e15", a script's
+    rewrite) made the base of string times 0 (it took the digits before the "."): every time was rounded
+    through a double, up to 174 ns off on the real trace. Each is read to its nanosecond, as Decimal reads
+    the text."""
+    from decimal import Decimal
+
+    real = (Path(__file__).parent / "fixtures" / "ascend-real" / "trace_view.json").read_bytes()
+
+    def exponent(found: re.Match[bytes]) -> bytes:
+        whole, decimals = found[1], found[2]
+        return b'"ts": "%s.%s%se%d"' % (whole[:1], whole[1:], decimals, len(whole) - 1)
+
+    text = re.sub(rb'"ts": "(\d+)\.(\d+)"', exponent, real)
+    assert text != real and b'"ts": "1.7' in text
+    path = tmp_path / "trace_view.json"
+    path.write_bytes(text)
+    want = json.loads(text)
+    loaded = load_trace(path)
+    assert len(loaded.events) == len(want)
+    for event, written in zip(loaded.events, want, strict=True):
+        if isinstance(written.get("ts"), str):
+            exact = Decimal(written["ts"]) - loaded.ts_base
+            assert abs(Decimal(repr(event.ts)) - exact) < Decimal("0.0005"), (written, event.ts)

@@ -123,7 +123,7 @@ _PH_KEY = re.compile(rb'"ph"\s*:')
 TS_BASE_STEP = 10**12
 BASE_TIME_KEY = "baseTimeNanoseconds"  # Kineto's: its ts are µs after this; set for string times too
 BASE_WINDOW = 64 << 10  # the base comes from the first string ts in this many bytes of events
-_FIRST_STRING_TS = re.compile(rb'"ts"\s*:\s*"(\s*(-?\d+)[^"\\]*)"')  # (the whole text, its integer part)
+_FIRST_STRING_TS = re.compile(rb'"ts"\s*:\s*"(\s*-?\d+[^"\\]*)"')  # the text of a string ts
 _LEADING_ZEROS = re.compile(rb"(^|,)0+(?=\d)")
 _FLOATS = msgspec.json.Decoder(list[float])
 _STICKY_FALLBACK = 4  # chunks in a row the decoder did not fit, after which the fallback is tried first
@@ -685,11 +685,13 @@ class TraceReader:
         """The base of string times, from the first string ts in ``window`` (the first BASE_WINDOW bytes
         of events) that is a time (helper-197: a damaged first event's "1e400" made it 0, losing every other
         time's nanoseconds; a 70-digit one made it 10^69); 0 when there is none, or when it is below
-        TS_BASE_STEP."""
+        TS_BASE_STEP. Its integer part is the number's, not the digits before a "." (helper-351: a string
+        "1.704161511420306491e15" made the base 0: every time was rounded through a double, 174 ns off)."""
         first = 0
         for found in _FIRST_STRING_TS.finditer(window):
-            if _decimal(found.group(1)) is not None:
-                first = int(found.group(2))
+            value = _decimal(found.group(1))
+            if value is not None:
+                first = int(value)
                 break
         self.ts_base = first // TS_BASE_STEP * TS_BASE_STEP if first >= TS_BASE_STEP else 0
         if self.ts_base:
