@@ -11,6 +11,9 @@ import re
 import shutil
 from pathlib import Path
 
+from conftest import clean_env
+from conftest import npuprof as npuprof_cli
+
 from npuprof.analysis.parse import parse_rank_dir
 from npuprof.analysis.trace_loader import load_trace
 
@@ -258,3 +261,18 @@ def test_a_gzipped_trace_cut_in_an_event_of_megabytes_does_not_copy_it_for_each_
     assert [(e.name, e.ph) for e in loaded.events] == [(e["name"], e["ph"]) for e in want]
     assert loaded.cut is not None
     assert sum(copied) < len(text) // 4, copied  # the text after the cut's event's start was not copied over
+
+
+def test_a_trace_re_encoded_as_utf16_is_said_so_in_one_line(torchrun_capture: Path, tmp_path: Path) -> None:
+    """A trace re-encoded as UTF-16 or UTF-32 (PowerShell 5's `>` writes UTF-16; Python's json reads it) was
+    "not a JSON object or array, not a Chrome trace". One line says what it is and how to convert it."""
+    rank_dir, trace, _data = _rank_copy(torchrun_capture, tmp_path / "rank")
+    text = trace.read_text()
+    for encoding in ("utf-16", "utf-16-be", "utf-32"):
+        trace.write_bytes(text.encode(encoding))
+        assert json.loads(trace.read_bytes())["traceEvents"]  # Python's json reads it
+        done = npuprof_cli("analyse", str(rank_dir), "--force", env=clean_env())
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+        (line,) = [line for line in done.stderr.splitlines() if "not analysed" in line]
+        name = {"utf-16": "UTF-16LE", "utf-16-be": "UTF-16BE", "utf-32": "UTF-32LE"}[encoding]
+        assert f"the trace is {name} text, not UTF-8" in line and f"iconv -f {name} -t UTF-8" in line, line

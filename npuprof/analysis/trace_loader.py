@@ -442,6 +442,8 @@ class TraceReader:
             data = self._read(handle, 1 << 20)
             searched = max(0, len(buf) - 4096)
             buf += data
+            if searched == 0 and (wide := _wide_text(bytes(buf[:64]))) is not None:
+                raise TraceError("corrupt", f"{self.path}: {wide}")
             first = _next_nonspace(buf, len(_BOM) if buf.startswith(_BOM) else 0)
             if first < len(buf) and buf[first] == 0x5B:  # "[": torch_npu's bare array of events
                 if (what := torch_files.describe(bytes(buf[first : first + 4096]))) is not None:
@@ -1361,6 +1363,37 @@ def _closes_before_the_end(buf: bytes | bytearray, bracket: int) -> bool:
     except RecursionError:
         return False
     return False
+
+
+_WIDE_BOMS = (
+    (b"\xff\xfe\0\0", "UTF-32LE"),
+    (b"\0\0\xfe\xff", "UTF-32BE"),
+    (b"\xff\xfe", "UTF-16LE"),
+    (b"\xfe\xff", "UTF-16BE"),
+)
+
+
+def _wide_text(head: bytes) -> str | None:
+    """What a trace written as UTF-16 or UTF-32 text is, in one line (a Windows shell's redirect, PowerShell
+    5's `>`, writes UTF-16): JSON traces are UTF-8, and the reader said "not a JSON object or array, not a
+    Chrome trace" of it (helper-351). None for other text. Told by its byte order mark, or by the NUL
+    bytes beside its first 2 to 4 characters (ASCII: "{", "[", spaces)."""
+    name = next((name for mark, name in _WIDE_BOMS if head.startswith(mark)), None)
+    if name is None and len(head) >= 8:
+        nul, even, odd = b"\0", head[0:8:2], head[1:8:2]
+        wide = {
+            "UTF-32LE": head[1:4] == nul * 3 and head[5:8] == nul * 3 and head[0] and head[4],
+            "UTF-32BE": head[0:3] == nul * 3 and head[4:7] == nul * 3 and head[3] and head[7],
+            "UTF-16LE": odd == nul * 4 and nul not in even,
+            "UTF-16BE": even == nul * 4 and nul not in odd,
+        }
+        name = next((name for name, found in wide.items() if found), None)
+    if name is None:
+        return None
+    return (
+        f"the trace is {name} text, not UTF-8 as JSON traces are (re-encoded by a tool or a Windows shell's "
+        f"redirect?): convert it, e.g. `iconv -f {name} -t UTF-8 FILE > FILE.utf8.json`, and read that"
+    )
 
 
 def _trailing_key_before(buf: bytes | bytearray, bracket: int) -> int | None:
