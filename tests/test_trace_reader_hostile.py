@@ -11,6 +11,7 @@ import re
 import shutil
 from pathlib import Path
 
+import pytest
 from conftest import clean_env
 from conftest import npuprof as npuprof_cli
 
@@ -276,3 +277,28 @@ def test_a_trace_re_encoded_as_utf16_is_said_so_in_one_line(torchrun_capture: Pa
         (line,) = [line for line in done.stderr.splitlines() if "not analysed" in line]
         name = {"utf-16": "UTF-16LE", "utf-16-be": "UTF-16BE", "utf-32": "UTF-32LE"}[encoding]
         assert f"the trace is {name} text, not UTF-8" in line and f"iconv -f {name} -t UTF-8" in line, line
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_two_traces_joined_into_one_object_are_said_so(
+    torchrun_capture: Path, tmp_path: Path, gz: bool
+) -> None:
+    """Two traces joined into one object ({"traceEvents": [...], ..., "traceEvents": [...]}, a merge by hand;
+    Python's json keeps the last array alone): the reader analysed the first array, the second held whole as a
+    key of the trace's meta (with an empty first array: "undecodable events between bytes ..."). One line
+    says what the trace holds, with and without gzip."""
+    import gzip
+
+    rank_dir, trace, data = _rank_copy(torchrun_capture, tmp_path / "rank")
+    events = json.dumps(data["traceEvents"])
+    text = json.dumps(data)[:-1] + f', "traceEvents": {events}}}'
+    assert json.loads(text)["traceEvents"] == data["traceEvents"]
+    if gz:
+        trace.unlink()
+        (rank_dir / (trace.name + ".gz")).write_bytes(gzip.compress(text.encode()))
+    else:
+        trace.write_text(text)
+    done = npuprof_cli("analyse", str(rank_dir), "--force", env=clean_env())
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    (line,) = [line for line in done.stderr.splitlines() if "not analysed" in line]
+    assert "the events' array is followed by a second traceEvents key (two traces joined" in line, line

@@ -89,6 +89,16 @@ __all__ = [
 DEFAULT_BLOCK = 16 << 20  # bytes of event text decoded at a time
 EMPTY_RAW = msgspec.Raw(b"")
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+# Two traces joined into one object ({"traceEvents": [...], ..., "traceEvents": [...]}: a merge by hand):
+# Python's json keeps the last array alone; the reader read the first, the second kept as a key of meta (all
+# of it, held in memory), or refused the trace as "undecodable events" (helper-351). Refused, said so.
+SECOND_EVENTS_ARRAY = (
+    "the events' array is followed by a second traceEvents key (two traces joined into one object?): "
+    "keep one array of events"
+)
+_SECOND_EVENTS = re.compile(
+    rb'\][ \t\r\n]*,[ \t\r\n]*"traceEvents"[ \t\r\n]*:'
+)  # a second key, after the first
 _ARRAY_KEY = re.compile(rb'"\s*:\s*\[')  # the end of a key whose value is an array
 _HEAD_LIMIT = 64 << 20  # the traceEvents key must appear within this many bytes
 _WS = b" \t\r\n"
@@ -874,7 +884,7 @@ class TraceReader:
                     raise TraceError(
                         "corrupt",
                         f"{self.path}: undecodable events before byte {self.bytes_read}"
-                        f"{self._malformed_where(len(buf))} (corrupt trace)",
+                        f"{self._malformed_where(len(buf), buf)} (corrupt trace)",
                     )
                 return last + 1, *decoded
             end = bracket
@@ -898,7 +908,7 @@ class TraceReader:
             raise TraceError(
                 "corrupt",
                 f"{self.path}: undecodable events before byte {self.bytes_read}"
-                f"{self._malformed_where(len(buf))} (corrupt trace)",
+                f"{self._malformed_where(len(buf), buf)} (corrupt trace)",
             )
         last_ts, part = _last_progress_of(decoded[0], self._last_progress)
         self.cut = Cut(
@@ -967,6 +977,8 @@ class TraceReader:
             return None
         bracket = buf.rfind(b"]", 0, int(found.group(1)))  # the byte said, in "[" + buf, is at or after it
         value = self._tail_value(bytes(buf[bracket + 1 :])) if bracket >= 0 and buf[bracket] == 0x5D else None
+        if value is not None and "traceEvents" in value:  # keys after the events holding another array
+            raise TraceError("corrupt", f"{self.path}: {SECOND_EVENTS_ARRAY}")
         # the end of the last event: -1 for an empty array
         return (_prev_nonspace(buf, bracket), value) if value is not None else None
 
@@ -1082,13 +1094,17 @@ class TraceReader:
         self.meta.update(value)
         return start + last + 1
 
-    def _malformed_where(self, buffered: int) -> str:
+    def _malformed_where(self, buffered: int, buf: bytes | bytearray = b"") -> str:
         """``: malformed JSON at byte N`` for the last failed decode of text that began ``buffered`` bytes
-        before ``bytes_read``, when it stopped being JSON at a known byte."""
-        if self.malformed_at is None:
-            return ""
-        at = self.bytes_read - buffered + self.malformed_at
-        return f": malformed JSON at byte {at}{self.malformed_what}"
+        before ``bytes_read``, when it stopped being JSON at a known byte; and SECOND_EVENTS_ARRAY when
+        ``buf`` (that text) holds a second traceEvents key after the events' array."""
+        where = ""
+        if self.malformed_at is not None:
+            at = self.bytes_read - buffered + self.malformed_at
+            where = f": malformed JSON at byte {at}{self.malformed_what}"
+        if self.form == FORM_KINETO and _SECOND_EVENTS.search(buf) is not None:
+            where += f"; {SECOND_EVENTS_ARRAY}"
+        return where
 
     def _tail_value(self, tail: bytes) -> dict[str, Any] | None:
         """The keys after the events' array, given what follows a "]" to the end of the file; None when
@@ -1213,7 +1229,7 @@ class TraceReader:
                             "corrupt",
                             f"{self.path}: undecodable events between bytes "
                             f"{self.bytes_read - len(buf)} and {end}"
-                            f"{self._malformed_where(len(buf))} (corrupt trace)",
+                            f"{self._malformed_where(len(buf), buf)} (corrupt trace)",
                         )
                     self.event_count += len(decoded[0])
                     if decoded[0]:  # (every event of it damaged: none)
