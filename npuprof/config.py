@@ -34,6 +34,27 @@ AIC_METRICS = (
 EXPORT_TYPES = ("text", "db", "text,db")
 _EXPORT_TYPES_FIX = "use text, db or text,db"
 STACK_METRICS = ("self_cpu_time_total", "self_npu_time_total", "self_cuda_time_total")
+# the device each device metric names; torch's own export_stacks reads any of its device metric names as
+# the device's time (self_cuda_time_total is self_device_time_total, whatever the device), and so does
+# npuprof (README, "export-stacks")
+_METRIC_DEVICE = {"self_cuda_time_total": "CUDA", "self_npu_time_total": "NPU"}
+
+
+def other_device_line(metric: str, npu: bool, flag: str = "--metric") -> str | None:
+    """The line that says a device metric names another device than the capture's (an NPU if ``npu``,
+    else a GPU), whose time is shown, and the ``flag`` that names it; None where it names the capture's
+    own (or is no device metric)."""
+    device = "NPU" if npu else "CUDA"
+    if _METRIC_DEVICE.get(metric, device) == device:
+        return None
+    own = next(m for m, d in _METRIC_DEVICE.items() if d == device)
+    return (
+        f"{metric} on {'an NPU' if npu else 'a CUDA'} trace: the {'NPU' if npu else 'GPU'}'s device time is "
+        f"shown, under that name (torch's export_stacks reads any device metric as the device's time; "
+        f"{flag} {own} names it)"
+    )
+
+
 MEMORY_FORMATS = ("html", "json", "json.gz", "raw.json.gz")
 DEFAULT_OUTPUT = "npuprof_result"
 

@@ -333,9 +333,9 @@ def test_trace_handler_placement_and_analyse_flag(latest: dict[str, Any]) -> Non
     assert default["analyse_flag"] is True
     no_analyse = latest["by_case"]["no-analyse"]
     assert call(no_analyse, "tensorboard_trace_handler")["analyse_flag"] is False
-    assert sorted(no_analyse["ignored"]) == [
-        "--export-stacks self_cuda_time_total (torch_npu offers self_cpu_time_total and self_npu_time_total)",
-        "--no-gzip (torch_npu writes its own raw data; there is no Kineto trace to gzip)",
+    # --export-stacks self_cuda_time_total is the NPU's time, not ignored (test_a_cuda_named_stacks_metric...)
+    assert no_analyse["ignored"] == [
+        "--no-gzip (torch_npu writes its own raw data; there is no Kineto trace to gzip)"
     ]
 
 
@@ -1042,6 +1042,7 @@ def memory_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     flags = ["--skip-first", "1", "--wait", "0", "--warmup", "1", "--active", "3"]
     flags += ["--with-stack", "--record-shapes", "--profile-memory", "--no-data-simplification"]
     flags += ["--export-stacks", "self_cpu_time_total", "--memory-timeline", "json", "--record-op-args"]
+    flags += ["--export-stacks", "self_cuda_time_total", "--export-stacks", "self_npu_time_total"]
     result = run_npuprof(tmp, flags, 6, NPU_TRAIN_LOAD_S="0.02", NPU_TRAIN_BUFFER_MB="48")
     assert result["proc"].returncode == 0, result["proc"].stderr[-3000:]
     return result
@@ -1054,7 +1055,7 @@ def test_torch_npus_own_stacks_and_memory_timeline_are_kept(memory_run: dict[str
     result = memory_run
     (rank_dir,) = layout.find_rank_dirs(result["out"])
     asked = [c["args"]["output_path"] for c in result["log"] if c["call"] == "export_stacks"]
-    assert [Path(p).suffix for p in asked] == [".log"]
+    assert [Path(p).suffix for p in asked] == [".log"] * 3
     stacks = (rank_dir / "stacks_self_cpu_time_total.folded").read_text().splitlines()
     assert stacks and all(re.fullmatch(r"\S.*;.* \d+", line) for line in stacks), stacks[:3]
     assert any("train.py" in line for line in stacks)
@@ -1089,6 +1090,26 @@ def test_torch_npus_own_stacks_and_memory_timeline_are_kept(memory_run: dict[str
         f"{rank_dir.name}_op_args",
     ]
     assert json.loads(done.stdout)["problems"] == []
+
+
+def test_a_cuda_named_stacks_metric_gives_the_npus_time_said_once(memory_run: dict[str, Any]) -> None:
+    """--export-stacks self_cuda_time_total on torch_npu was "ignored" and no file made, where torch's
+    export_stacks reads any device metric name as the device's time (npuprof export-stacks takes it so). It
+    is the NPU's time now, asked of torch_npu by the one name it takes for it (another it reads as host
+    time), and one line of the run says so."""
+    result = memory_run
+    (rank_dir,) = layout.find_rank_dirs(result["out"])
+    metrics = [c["args"]["metric"] for c in result["log"] if c["call"] == "export_stacks"]
+    assert sorted(metrics) == ["self_cpu_time_total", "self_npu_time_total", "self_npu_time_total"]
+    cuda = (rank_dir / "stacks_self_cuda_time_total.folded").read_text()
+    npu = (rank_dir / "stacks_self_npu_time_total.folded").read_text()
+    assert cuda and cuda == npu
+    assert cuda != (rank_dir / "stacks_self_cpu_time_total.folded").read_text()
+    stderr = result["proc"].stderr
+    assert not [line for line in stderr.splitlines() if "ignored" in line and "self_cuda" in line], stderr
+    said = [line for line in stderr.splitlines() if "self_cuda_time_total on an NPU" in line]
+    assert len(said) == 1, stderr
+    assert "the NPU's device time is shown" in said[0] and "--export-stacks self_npu_time_total" in said[0]
 
 
 def test_stacks_torch_npu_gives_nothing_for_are_built_from_its_trace_view(

@@ -565,6 +565,23 @@ def test_a_device_metric_named_for_the_other_device_shows_the_traces_device_and_
     assert not [n for n in st.folded_from_trace(cuda, "self_cuda_time_total").notes if "shown" in n]
 
 
+def test_the_runs_npu_stacks_under_the_cuda_name_are_said_once_not_again_per_capture(tmp_path):
+    """A run's --export-stacks self_cuda_time_total on torch_npu says once that the NPU's time is shown
+    (tests/test_npu_backend.py); the post-processor, building the stacks torch_npu gave nothing for from a
+    capture's trace_view.json, said it again for each capture. It writes them, the NPU's, and says nothing."""
+    from npuprof.results.extras import finish_exports
+    from npuprof.results.handover import ExportsJob
+
+    real = Path(__file__).parent / "fixtures" / "ascend-real" / "trace_view.json"
+    said: list[str] = []
+    job = ExportsJob(stacks=["self_cuda_time_total", "self_npu_time_total"])
+    written = finish_exports(tmp_path, real, job, lambda text, _level: said.append(text))
+    assert written == ["stacks_self_cuda_time_total.folded", "stacks_self_npu_time_total.folded"], said
+    cuda, npu = ((tmp_path / name).read_text() for name in written)
+    assert cuda and cuda == npu
+    assert not [line for line in said if "device time is shown" in line], said
+
+
 def test_a_range_around_the_iteration_keeps_what_runs_after_the_step_boundary(tmp_path):
     """helper-121: npuprof's step boundary (optimizer.step()'s return) falls inside a range the script
     wraps its whole iteration in; what the range ran after the boundary ("tiny") was drawn as the next

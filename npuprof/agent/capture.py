@@ -23,7 +23,7 @@ from npuprof.agent.capture_annotations import CaptureAnnotations
 from npuprof.agent.log import AgentLog, raised_by_a_signal_handler
 from npuprof.agent.metadata import build_metadata
 from npuprof.agent.signals import CAPTURE_FILES, export_hold
-from npuprof.config import ProfileConfig
+from npuprof.config import ProfileConfig, other_device_line
 from npuprof.results import handover, layout, postprocess
 from npuprof.results.atomic import make_dir, write_json
 from npuprof.results.logfile import KEPT_UNPARSED
@@ -403,6 +403,9 @@ class CaptureWriter:
 
         # Metrics that mean nothing on this backend were reported by Backend.ignored_flags.
         metrics = [m for m in self.cfg.export_stacks if metric_fits(m, self.backend.name)]
+        for metric in metrics:
+            if line := other_device_line(metric, self.backend.name == "torch_npu", "--export-stacks"):
+                self.log.warn_once(f"stacks-metric:{metric}", f"--export-stacks {line}")
         written = self._written_since_measured(rank_dir)
         try:
             return export_capture_extras(
@@ -483,7 +486,8 @@ def metric_fits(metric: str, backend: str) -> bool:
     if metric == "self_cpu_time_total":
         return True
     if metric == "self_cuda_time_total":
-        return backend == "torch-cuda"
+        # torch reads its device metric names as the device's time, an NPU's too (README, "export-stacks")
+        return backend in ("torch-cuda", "torch_npu")
     return backend == "torch_npu"
 
 

@@ -275,6 +275,10 @@ def _npu_export_stacks(prof: Any, rank_dir: Path, metric: str, log: Callable[[st
         # torch_npu writes its stacks to a ".log" file whatever the name asked (helper-122: StackViewParser
         # turns "stacks.txt" into "stacks.log"): asked so, the name is the one it writes
         scratch = tmp / "stacks.log"
+        # torch_npu takes the NPU's time by its own name only (another it reads as self_cpu_time_total);
+        # self_cuda_time_total is the device's time as torch's export_stacks reads it (README, export-stacks)
+        if metric == "self_cuda_time_total":
+            metric = "self_npu_time_total"
         try:
             prof.export_stacks(str(scratch), metric)
         except ValueError:

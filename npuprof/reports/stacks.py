@@ -43,6 +43,7 @@ from npuprof.analysis import vocabulary as vocab
 from npuprof.analysis.damaged import negative_durations_note
 from npuprof.analysis.trace_loader import EMPTY_RAW
 from npuprof.analysis.trace_repairs import mended_frame_name
+from npuprof.config import other_device_line
 from npuprof.reports.text import printable
 from npuprof.reports.trace_events import TraceEvent, device_labelled, load, process_names, span_or_flow
 
@@ -946,24 +947,11 @@ def folded_from_events(
     return result
 
 
-# the device each device metric names; torch's own export_stacks reads any of its device metric names as
-# the device's time (self_cuda_time_total is self_device_time_total, whatever the device), and so does this
-_METRIC_DEVICE = {"self_cuda_time_total": "CUDA", "self_npu_time_total": "NPU"}
-
-
 def _other_device_named(metric: str, kinds: _Processes) -> str | None:
     """The line that says a device metric names another device than the trace's, whose time is shown
     (an NPU trace's device: an ``Ascend Hardware`` / NPU process, as analyse tells it; else a GPU)."""
     npu = any(vocab.NPU_PROCESS_RE.search(kinds.names.get(pid, "")) for pid in kinds.device)
-    device = "NPU" if npu else "CUDA"
-    if _METRIC_DEVICE.get(metric, device) == device:
-        return None
-    own = next(m for m, d in _METRIC_DEVICE.items() if d == device)
-    return (
-        f"{metric} on {'an NPU' if npu else 'a CUDA'} trace: the {'NPU' if npu else 'GPU'}'s device time is "
-        f"shown, under that name (torch's export_stacks reads any device metric as the device's time; "
-        f"--metric {own} names it)"
-    )
+    return other_device_line(metric, npu)
 
 
 def ranges_as_called(events: list[TraceEvent], rank_dir: Path) -> None:

@@ -100,6 +100,7 @@ def _stacks(
     import time
 
     from npuprof.agent.capture_exports import stacks_file_name
+    from npuprof.config import other_device_line
     from npuprof.reports.stacks import StacksError, folded_from_events, ranges_as_called
     from npuprof.reports.trace_events import load_events
     from npuprof.results.atomic import utf8_bytes
@@ -133,7 +134,8 @@ def _stacks(
             say(not_produced(name, str(exc), fix), "WARNING")
             continue
         for note in folded.notes:
-            say(f"{name}: {note}", "WARNING")
+            if note != other_device_line(metric, npu=True):  # the run said it once (CaptureWriter._extras)
+                say(f"{name}: {note}", "WARNING")
         if not text:
             say(not_produced(name, "the trace holds no time for this metric"), "WARNING")
             continue

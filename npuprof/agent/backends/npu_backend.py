@@ -255,12 +255,6 @@ class NpuBackend:
             ignored.append(f"{flag_text(cfg, 'analyse')} ({why})")
         if not cfg.gzip:
             ignored.append("--no-gzip (torch_npu writes its own raw data; there is no Kineto trace to gzip)")
-        for metric in cfg.export_stacks:
-            if metric == "self_cuda_time_total":
-                ignored.append(
-                    "--export-stacks self_cuda_time_total (torch_npu offers self_cpu_time_total "
-                    "and self_npu_time_total)"
-                )
         return list(dict.fromkeys(ignored))
 
     # ---- the profiler --------------------------------------------------------------------------
