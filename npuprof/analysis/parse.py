@@ -949,6 +949,7 @@ def _side_outputs(
         files += ["communication.json", "communication_matrix.json"]
     mem_cols = memory.memory_columns(extract)
     peaks: dict[str, Any] = {}
+    memory_notes: list[str | None] = []
     step_peaks: list[tuple[float, float] | None] = []
     if mem_cols:
         write_csv(
@@ -960,6 +961,7 @@ def _side_outputs(
         write_csv(out_dir / "operator_memory.csv", memory.OPERATOR_MEMORY_HEADER, lines=lines)
         files += ["memory_record.csv", "operator_memory.csv"]
         step_peaks = memory.step_peaks(mem_cols, windows, extract.memory_until)
+        memory_notes = [memory.missed_frees_note(int((mem_cols["missed"] > 0).sum()))]
         if extract.memory_until is not None:  # cut in its [memory] events: the capture's peak not known
             peaks = {key: None for key in peaks}
     return {
@@ -968,6 +970,7 @@ def _side_outputs(
         "communication_by_step": comm_by_step,
         "peaks": peaks,
         "step_peaks": step_peaks,
+        "memory_notes": [note for note in memory_notes if note],
         "seconds": (time.perf_counter() - wall, time.process_time() - cpu),
     }
 
@@ -1323,6 +1326,7 @@ def _write_outputs_of(
                         + tables.process_notes(tabs, extract)
                         + tables.lane_notes(tabs)
                         + tables.device_notes(tabs, extract)
+                        + side_result["memory_notes"]
                         + _db_warning(db_note)
                         + db_steps_note
                         + tables.base_ns_notes(meta)

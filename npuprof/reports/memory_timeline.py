@@ -205,9 +205,10 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
     }
     import numpy as np
 
-    from npuprof.analysis.memory import held_before, missed_frees, summing_keys
+    from npuprof.analysis.memory import held_before, missed_frees, missed_frees_note, summing_keys
 
     summed = False
+    missed_blocks: dict[str, int] = {}  # device -> its blocks taken as freed (memory.missed_frees)
     before: dict[str, int] = {}  # device -> what its frees show was allocated before the capture
     too_large: dict[str, str] = {}  # device -> why its summed Bytes give no timeline
     for name, changes in bytes_only.items():
@@ -227,6 +228,7 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
         # less each block allocated again at its address with no free seen between (memory.missed_frees)
         missed = missed_frees(np.array(nbytes, np.float64), np.array(block_of, np.int64)).tolist()
         nets = [change - round(lost) for change, lost in zip(nbytes, missed, strict=True)]
+        missed_blocks[name] = sum(lost > 0 for lost in missed)
         total = round(held_before(np.array(nets, np.float64), np.array(block_of, np.int64)))
         if total:
             before[name] = total
@@ -274,6 +276,8 @@ def from_trace(trace: Path, device: str | None = None) -> MemoryData:
     if data.device in before:
         data.origin += f"{SUMMED_FROM} {before[data.device]:,} bytes"
     data.notes = _reading_notes(loaded.repaired_strings, unread)
+    if note := missed_frees_note(missed_blocks.get(data.device, 0)):
+        data.notes.append(note)
     if loaded.repaired_names:
         from npuprof.analysis.trace_repairs import unescaped_note
 
