@@ -140,3 +140,38 @@ def test_how_long_another_hosts_process_may_be_quiet_is_its_own_pace(
     (logs / "dp_node-b.example_4242_rank_0.log").write_text("".join(lines))
     (process,) = status._processes(logs)
     assert process["state"] == state, process
+
+
+def test_trigger_names_a_silent_process_as_status_does_not_as_running(tmp_path: Path) -> None:
+    """npuprof trigger counted a process of another host that status calls silent among the running ones
+    ("1 of the 2 running processes had not picked up yet (rank 2)"), and, every process silent, never said
+    that no process may watch DIR."""
+    from conftest import npuprof
+
+    logs = tmp_path / "log"
+    logs.mkdir()
+    tmp_path.chmod(0o700)
+    now = time.time()
+    running = logs / "dp_node-b.example_4242_rank_1.log"  # heard 2 minutes ago: running
+    running.write_text(_line(now - 900, 0, "watching it every 1 s") + _line(now - 120, 50, "at step 50"))
+    (logs / "dp_node-c.example_4343_rank_2.log").write_text(  # heard last in 2024: silent
+        "2024-03-05 10:11:12,000 [INFO] [4343] npuprof.dynamic: [step 3] watching it every 1 s\n"
+    )
+    first = npuprof("trigger", str(tmp_path))
+    assert first.returncode == 0, first.stderr
+    assert "no process watches" not in first.stderr, first.stderr
+    trigger_id = json.loads((tmp_path / "profiler_config.json").read_text())["trigger_id"]
+    with running.open("a") as log:  # rank 1 read it, rank 2 did not
+        log.write(_line(time.time(), 51, f"loaded: steps 52-52 (trigger {trigger_id})"))
+    second = npuprof("trigger", str(tmp_path), "--active", "2")
+    assert second.returncode == 0, second.stderr
+    assert (
+        f"request {trigger_id}, which 1 of the 2 processes that may run (1 running, 1 silent (may have "
+        "ended)) had not picked up yet (rank 2 silent (may have ended))"
+    ) in " ".join(second.stderr.split()), second.stderr
+    running.unlink()  # rank 2 alone, silent
+    alone = npuprof("trigger", str(tmp_path))
+    assert alone.returncode == 0, alone.stderr
+    said = " ".join(alone.stderr.split())
+    assert f"no process watches {tmp_path} for sure now" in said, alone.stderr
+    assert "rank 2 on node-c.example" in said, alone.stderr

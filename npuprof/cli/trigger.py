@@ -271,7 +271,7 @@ def _request_not_picked_up_by_some(directory: Path) -> str:
 
     from npuprof.agent.dynamic_files import CONFIG_NAME, LOG_DIR, request_trigger
     from npuprof.agent.dynamic_log import FILE_NAME, READ_LIMIT
-    from npuprof.cli.status import _processes, is_alive, process_named
+    from npuprof.cli.status import _processes, is_alive
     from npuprof.results.layout import read_small
 
     try:
@@ -296,7 +296,7 @@ def _request_not_picked_up_by_some(directory: Path) -> str:
     unread = [p for p in running if (p["host"], p["pid"]) not in read]
     if not unread or len(unread) == len(running):
         return ""  # read by every process that runs, or by none (said by _request_not_picked_up)
-    who = ", ".join(process_named(p) for p in unread[:8])
+    who = ", ".join(_named(p) for p in unread[:8])
     who += f" and {len(unread) - 8} more" if len(unread) > 8 else ""
     what = "the cancel" if data.get("start_step") == 0 else "request"
     after = (
@@ -305,8 +305,8 @@ def _request_not_picked_up_by_some(directory: Path) -> str:
         else ""
     )
     return (
-        f"{what} {trigger}, which {len(unread)} of the {len(running)} running processes had not picked up "
-        f"yet ({who}): the last change wins, they never act on it{after}"
+        f"{what} {trigger}, which {len(unread)} of {_the_processes(running)} had not picked up yet ({who}): "
+        f"the last change wins, they never act on it{after}"
     )
 
 
@@ -320,7 +320,7 @@ def _request_taken_not_begun(directory: Path) -> str:
     import json
 
     from npuprof.agent.dynamic_files import CONFIG_NAME, LOG_DIR, request_trigger
-    from npuprof.cli.status import _processes, is_alive, process_named
+    from npuprof.cli.status import _processes, is_alive
     from npuprof.results.layout import read_small
 
     try:
@@ -337,13 +337,13 @@ def _request_taken_not_begun(directory: Path) -> str:
     waiting = []
     for key, message in _last_lines_naming(directory, f"(trigger {trigger})", set(running)).items():
         if state := _not_begun(message, running[key]):
-            waiting.append(f"{process_named(running[key])}: {state}")
+            waiting.append(f"{_named(running[key])}: {state}")
     if not waiting:
         return ""
     shown = "; ".join(sorted(waiting)[:8]) + ("; ..." if len(waiting) > 8 else "")
     return (
-        f"request {trigger}, which {len(waiting)} of the {len(running)} running processes had taken and not "
-        f"begun ({shown}): the last change wins, it never runs there"
+        f"request {trigger}, which {len(waiting)} of {_the_processes(list(running.values()))} had taken and "
+        f"not begun ({shown}): the last change wins, it never runs there"
     )
 
 
@@ -377,6 +377,27 @@ def _last_lines_naming(
 
 
 CAPTURE_STARTED = "capture started at step "  # npuprof/agent/dynamic_plan.py's line
+MAY_HAVE_ENDED = "silent (may have ended)"  # npuprof status's word for them (cli/status.py's SILENT)
+
+
+def _named(process: dict[str, Any]) -> str:
+    """A process not known to have ended, as its lines name it, and "silent (may have ended)" where it is
+    of another host and has logged nothing for long (npuprof status's state): it was counted as running."""
+    from npuprof.cli.status import SILENT, process_named
+
+    return process_named(process) + (f" {MAY_HAVE_ENDED}" if process["state"] == SILENT else "")
+
+
+def _the_processes(alive: list[dict[str, Any]]) -> str:
+    """The words "the N running processes", or, where some of ``alive`` are silent, "the N processes that
+    may run (R running, S silent (may have ended))"."""
+    from npuprof.cli.status import SILENT
+
+    silent = sum(p["state"] == SILENT for p in alive)
+    if not silent:
+        return f"the {len(alive)} running processes"
+    running = len(alive) - silent
+    return f"the {len(alive)} processes that may run ({running} running, {silent} {MAY_HAVE_ENDED})"
 
 
 def _not_begun(message: str, process: dict[str, Any]) -> str:
@@ -444,7 +465,7 @@ def _note_if_nobody_watches(directory: Path) -> None:
     a job launched later takes the file as it finds it as no request (docs/architecture.md, "The
     baseline")."""
     from npuprof.agent.dynamic_files import LOG_DIR
-    from npuprof.cli.status import STOPPED, _processes, is_alive, process_named
+    from npuprof.cli.status import SILENT, STOPPED, _processes, is_alive, process_named
 
     try:
         processes = _processes(directory / LOG_DIR)
@@ -464,6 +485,15 @@ def _note_if_nobody_watches(directory: Path) -> None:
             "has ended): unless a job on it is starting (its first process takes it), this request is read "
             "by no one, and a job started later on it takes the file as no request\n"
         )
+    elif all(p["state"] == SILENT for p in processes if is_alive(p)):
+        silent = [p for p in processes if p["state"] == SILENT]
+        who = ", ".join(f"{process_named(p)} on {p['host']}" for p in silent[:8])
+        who += f" and {len(silent) - 8} more" if len(silent) > 8 else ""
+        sys.stderr.write(
+            f"npuprof trigger: note: no process watches {directory} for sure now (every process its logs "
+            f"know of has ended, or is of another host and {MAY_HAVE_ENDED}: {who}; see npuprof status): "
+            "unless one still runs or a job on it is starting, this request is read by no one\n"
+        )
     elif stopped := [p for p in processes if p["state"] == STOPPED]:
         who = ", ".join(
             process_named(p) + (f" (pid {p['pid']})" if p["rank"] is not None else "") for p in stopped
@@ -480,7 +510,7 @@ def _note_if_start_step_passed(directory: Path, start_step: int) -> None:
     done: the job is at least there): each takes the request as not effective, which only its log said
     (helper-224: --start-step 5 at step 861, nothing said by npuprof trigger)."""
     from npuprof.agent.dynamic_files import LOG_DIR
-    from npuprof.cli.status import _processes, is_alive
+    from npuprof.cli.status import SILENT, _processes, is_alive
 
     try:
         running = [p for p in _processes(directory / LOG_DIR) if is_alive(p)]
@@ -491,8 +521,9 @@ def _note_if_start_step_passed(directory: Path, start_step: int) -> None:
         return
     least = min(p["last_step"] for p in passed)
     which = "every" if len(passed) == len(running) else f"{len(passed)} of the {len(running)}"
+    kind = "running" if all(p["state"] != SILENT for p in passed) else f"running or {MAY_HAVE_ENDED}"
     sys.stderr.write(
-        f"npuprof trigger: note: --start-step {start_step} has passed in {which} running process "
+        f"npuprof trigger: note: --start-step {start_step} has passed in {which} {kind} process "
         f"(their logs are at step {least} or later): there it is not effective; omit --start-step for the "
         "next step\n"
     )
