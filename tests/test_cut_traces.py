@@ -732,6 +732,35 @@ def test_analyse_right_after_the_death_says_when_it_reads_the_part_written(
     assert temporary.exists()  # left where it is until then
 
 
+def test_analyse_right_after_a_death_as_torch_began_its_export_says_when_that_is_sure(
+    tmp_path: Path,
+) -> None:
+    """A job killed as torch's export began leaves its trace's temporary file empty; within the minute that
+    guards a file another host may still write, analyse said only "ended before the capture was finalised":
+    it says the job may have died there, and when that is said for sure (the file's moment and 60 s)."""
+    dead = 2**22 + 7  # above the kernel's largest pid_max: no process has it
+    rank_dir = tmp_path / "out" / f"vm_{dead}_20261207110000001_ascend_pt"
+    rank_dir.mkdir(parents=True)
+    record = {
+        "status": "capturing", "run_id": "r1", "pid": dead, "rank": None, "worker": "vm",
+        "backend": "torch-cpu", "device": "cpu", "updated_ns": time.time_ns() - 10**12, "steps": [6, 7],
+        "trace": None, "detail": "", "extras": [], "parse": True, "host": os.uname().nodename,
+        "export_began": True, "version": 1,
+    }  # fmt: skip
+    (rank_dir / "npuprof_capture.json").write_text(json.dumps(record))
+    empty = rank_dir / f".vm_{dead}.1765105200000.pt.trace.json.{dead}-0123456789ab.tmp.tmp"
+    empty.touch()
+    died = int(time.time()) - 15  # a whole second: the moment said is that and 60 s
+    os.utime(empty, (died, died))
+    done = npuprof("analyse", str(tmp_path / "out"), env=clean_env())
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 1 and "interrupted capture" in said, said
+    sure = time.strftime("%H:%M:%S", time.localtime(died + 60))
+    assert "the job may have died as torch began writing its trace" in said, said
+    assert f"said for sure after {sure}" in said, said
+    assert empty.exists()  # the only proof, kept until then
+
+
 def test_the_runs_summary_keeps_a_trace_torch_was_writing_when_the_job_died(
     torchrun_capture: Path, tmp_path: Path
 ) -> None:

@@ -11,6 +11,7 @@ finds and reads through the cut-trace reader; the record stays as the death left
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import time
 from pathlib import Path
@@ -209,11 +210,14 @@ def part_kept_later(rank_dir: Path, idle_s: float = 60.0) -> str:
     """Where a dead writer's part of a trace is still inside its ``idle_s`` guard (written to less than a
     minute ago: the directory may be shared with a host where that pid is alive), a clause saying when
     ``npuprof analyse`` reads it; else "". A user who analysed right after the death was told only
-    "interrupted capture", with the part written on disk."""
+    "interrupted capture", with the part written on disk. Where torch's file is empty (the job may have died
+    as its export began: :func:`note_nothing_kept` says so for sure once the guard has passed), the moment
+    it is said; "ended before the capture was finalised" alone was all a user heard of it for that minute."""
     if not _left_capturing(rank_dir):
         return ""
     now = time.time()
-    for _entry, info, _name in _parts_of_dead_writers(rank_dir):
+    parts = _parts_of_dead_writers(rank_dir)
+    for _entry, info, _name in parts:
         if now - info.st_mtime >= idle_s:
             continue
         from npuprof.byte_sizes import human_bytes
@@ -224,7 +228,20 @@ def part_kept_later(rank_dir: Path, idle_s: float = 60.0) -> str:
             f"temporary name) is read once nothing has written it for {idle_s:.0f} s (another host may share "
             f"the directory): analyse it again in {left} s"
         )
-    return ""
+    if parts or _export_began_record(rank_dir) is None or layout.find_raw_trace(rank_dir) is not None:
+        return ""
+    recent = [
+        info.st_mtime
+        for entry, info in dead_writers_temps(rank_dir)
+        if not info.st_size and now - info.st_mtime < idle_s and trace_of_temporary(entry.name) is not None
+    ]
+    if not recent:
+        return ""
+    sure = time.strftime("%H:%M:%S", time.localtime(math.ceil(max(recent) + idle_s)))
+    return (
+        "; the job may have died as torch began writing its trace (its file, under a temporary name, is "
+        f"empty; another host may share the directory): said for sure after {sure}"
+    )
 
 
 def _left_capturing(rank_dir: Path) -> bool:
