@@ -302,3 +302,32 @@ def test_two_traces_joined_into_one_object_are_said_so(
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     (line,) = [line for line in done.stderr.splitlines() if "not analysed" in line]
     assert "the events' array is followed by a second traceEvents key (two traces joined" in line, line
+
+
+def test_a_cut_inside_such_a_list_of_an_event_longer_than_the_look_back_reads_the_events_before_it(
+    torchrun_capture: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """One event longer than the look back's window whose args hold a list of objects each with a "ph", cut
+    inside that list: the window held nothing but its objects, which read as events, so the events' end was
+    taken inside it and the trace refused as "undecodable events". Read forward from the events read, the
+    events before that one are read, as Python's json reads them. The window is made small here to stand for
+    one of 4 MiB."""
+    from npuprof.analysis import trace_loader
+
+    monkeypatch.setattr(trace_loader, "CUT_WINDOW", 256 << 10)
+    _dir, trace, data = _rank_copy(torchrun_capture, tmp_path / "rank")
+    with_args = [e for e in data["traceEvents"] if isinstance(e.get("args"), dict)]
+    long = with_args[len(with_args) // 2]
+    long["args"]["records"] = [{"ph": "X", "ts": 1, "name": "n", "pid": 1, "tid": 1, "dur": 2}] * 12000
+    text = json.dumps(data).encode()
+    starts = _event_starts(text)
+    at = text.index(b'"records": [')  # in the long event's args
+    long_start = max(s for s in starts if s < at)
+    cut = at + (600 << 10)  # inside the list, more than a window after its start
+    assert text.index(b"]", at) > cut
+    trace.write_bytes(text[:cut])
+    loaded = load_trace(trace)
+    before = json.loads(b"[" + text[starts[0] : long_start].rstrip(b" ,") + b"]")  # Python's json
+    assert len(loaded.events) == len(before)
+    assert [e.name for e in loaded.events] == [e["name"] for e in before]
+    assert loaded.cut is not None and loaded.cut.events_end == text.rindex(b"}", 0, long_start) + 1

@@ -1199,6 +1199,7 @@ class TraceReader:
             handle.seek(start)
             self.bytes_read = start
             buf = bytearray()
+            read_before = (start, 0)  # the offset and length of the text of the last events yielded
             while True:
                 want = min(self.block + (1 << 16) - len(buf), end - self.bytes_read)
                 if want > 0:
@@ -1224,6 +1225,8 @@ class TraceReader:
                         while more := handle.read(1 << 20):
                             whole += more
                         decoded, _last = self._events_read_forward(whole)
+                        if decoded is None:
+                            decoded = self._cut_again(whole, self.bytes_read - len(buf), handle, read_before)
                     if decoded is None:
                         raise TraceError(
                             "corrupt",
@@ -1249,6 +1252,7 @@ class TraceReader:
                 cut, events, text = found
                 self.event_count += len(events)
                 if events:
+                    read_before = (self.bytes_read - len(buf), cut)  # for _cut_again's time
                     yield TraceChunk(events, text)
                 rest = _next_nonspace(buf, cut)
                 if rest < len(buf) and buf[rest] == 0x2C:
@@ -1256,6 +1260,43 @@ class TraceReader:
                 if self.cuts is not None:
                     self.cuts.append((self.bytes_read - len(buf) + rest, self.bytes_read))
                 buf = buf[rest:]
+
+    def _cut_again(
+        self, whole: bytearray, at: int, handle: Any, read_before: tuple[int, int]
+    ) -> tuple[list[Event], memoryview] | None:
+        """The complete events of ``whole``, a cut trace's text from byte ``at`` (an event's start, where the
+        events read from the first one have got to) to the file's end, where the end :meth:`_cut_end` found
+        from the file's end back lies inside an event: one longer than its window whose args hold a list of
+        objects with a "ph" (a tool's), cut inside it, whose objects nothing in the window tells from events
+        (helper-357: the trace was refused as "undecodable events"). Read forward from ``at``, the end is
+        the last event's that closes before the cut (``cut`` says it); None where that is no trace cut
+        short either, or the read did not start at the first event (a range of ``analyse -j N``).
+        ``read_before``: where the text of the events yielded last lies, for the time of the last event read
+        where none of ``whole``'s tells it (read again: typed events need not carry a pid)."""
+        if self.cut is None or not self._from_first:
+            return None
+        text = bytes(whole).rstrip(b"\0")
+        found = cut_in(text, self.form == FORM_KINETO)
+        if found is None:
+            return None
+        end, in_keys = found
+        decoded = self._decode(memoryview(whole)[:end]) if end else ([], memoryview(b""))
+        if decoded is None:
+            return None
+        last_ts, part = self._last_time(text[:end]) if end else (None, "")
+        if last_ts is None and read_before[1]:
+            handle.seek(read_before[0])
+            last_ts, part = self._last_time(handle.read(read_before[1]))
+        self.cut = Cut(
+            self.cut.size,
+            at + end,
+            in_keys,
+            last_ts,
+            self.cut.nuls,
+            self._base_lost(last_ts),
+            part if self.form == FORM_KINETO else "",
+        )
+        return decoded
 
     def _exact_end(self, text: memoryview, end: int) -> TraceChunk:
         """The last chunk of a range that must end at ``end`` (iter_range's ``exact_end``). Read from an
