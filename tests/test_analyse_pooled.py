@@ -93,6 +93,38 @@ def test_the_pooled_sections_export_stacks_command_runs_as_given(repeated: Path,
     assert svg.read_text().startswith("<?xml")
 
 
+def test_a_daylight_saving_change_inside_the_job_keeps_its_captures_one_section(
+    repeated: Path, tmp_path: Path
+) -> None:
+    """A job running as the clocks went back an hour: its later captures' names (local time) read an hour
+    earlier than its earlier ones'. Sorted by name, the process was cut into two sections, the later
+    captures first, as if it had replaced itself (helper-355: one job over the change, TZ=Europe/Berlin,
+    gave "rank - (33 captures pooled)" then "rank - (6 captures pooled)")."""
+    import shutil
+    import time
+
+    copy = tmp_path / "result"
+    shutil.copytree(repeated, copy)
+    dirs = rank_dirs(copy)
+    renamed = []
+    for k, d in enumerate(dirs):
+        head, stamp = re.fullmatch(r"(.+_\d+)_(\d{17})_ascend_pt", d.name).groups()  # type: ignore[union-attr]
+        if k >= 3:  # after the change: the same instant an hour earlier on the clock
+            before = time.mktime(time.strptime(stamp[:14], "%Y%m%d%H%M%S")) - 3600
+            stamp = time.strftime("%Y%m%d%H%M%S", time.localtime(before)) + stamp[14:]
+            d = d.rename(copy / f"{head}_{stamp}_ascend_pt")
+        renamed.append(d)
+    assert sorted(renamed) != renamed  # the names no longer say the order
+    analysed = npuprof("analyse", str(copy), "--format", "json", timeout=120)
+    assert analysed.returncode == 0, analysed.stderr
+    (pooled,) = json.loads(analysed.stdout)["pooled"]
+    assert pooled["captures"] == [str(d) for d in renamed]
+    spans: dict[int, float] = {}
+    for d in renamed:
+        spans.update(_spans(d))
+    assert [s["step"] for s in pooled["steps"]] == sorted(spans)
+
+
 def _captures(root: Path, count: int, rank: int | None, stamps_from: int = 0) -> list[Path]:
     dirs = []
     for k in range(stamps_from, stamps_from + count):

@@ -1949,11 +1949,12 @@ class _Read:
     partials: list[tuple[int, str]]  # partial_steps()
 
 
-def _started(rank_dir: str) -> str:
-    """When a rank dir's capture started, as its name says (``{worker}_{pid}_{stamp}_ascend_pt``): a rank's
-    captures in time order, whatever their pids ("" for other names: first)."""
-    named = layout.parse_rank_dir_name(Path(rank_dir).name)
-    return named["stamp"] if named else ""
+def _started(rank_dir: str) -> int:
+    """When a rank dir's capture started (ns since the epoch: layout.capture_began_ns): a rank's captures in
+    time order, whatever their pids (-1 where nothing says: first). Not by the local time its name holds:
+    a daylight-saving change inside the job put the later captures first (helper-355)."""
+    began = layout.capture_began_ns(Path(rank_dir))
+    return -1 if began is None else began
 
 
 def _copies_left_out(read: list[_Read]) -> list[_Read]:
@@ -2002,7 +2003,7 @@ def _pooled(read: list[_Read], steps: StepSelection | None, top: int) -> list[Ra
         groups.setdefault(pooling.process_key(Path(item.rank.rank_dir), item.rank.rank), []).append(item)
     out = []
     for group in groups.values():
-        group.sort(key=lambda m: Path(m.rank.rank_dir).name)  # named by their start: in time order
+        group.sort(key=lambda m: (_started(m.rank.rank_dir), Path(m.rank.rank_dir).name))
         for members in _programs(group):
             out.append(_pooled_process(members, steps, top))
     return out

@@ -514,6 +514,36 @@ def _common_config_value(rank_dir: Path, key: str) -> Any:
     return None
 
 
+def capture_began_ns(rank_dir: Path) -> int | None:
+    """When the capture in ``rank_dir`` began, in ns since the epoch: its profiler_info*.json's
+    ``start_info.collectionTimeBegin`` (torch_npu writes it too), else its name's local time; None when
+    neither says. The name alone does not order a long job's captures: its local time goes back an hour
+    at a daylight-saving change."""
+    try:
+        infos = sorted(p for p in rank_dir.iterdir() if _INFO_RE.match(p.name))
+    except OSError:
+        infos = []
+    for path in infos:
+        try:
+            began = read_json_record(path, 1 << 20)["start_info"]["collectionTimeBegin"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if isinstance(began, str) and began.isdigit():
+            began = int(began)
+        if isinstance(began, int) and not isinstance(began, bool) and began > 0:
+            # npuprof's are ns; a value of microseconds (msprof's unit) is made ns, so that both order alike
+            return began if began >= 10**17 else began * 1000
+    named = parse_rank_dir_name(rank_dir.name)
+    if named is None:
+        return None
+    stamp = named["stamp"]
+    try:
+        seconds = time.mktime(time.strptime(stamp[:14], "%Y%m%d%H%M%S"))
+    except (ValueError, OverflowError):
+        return None
+    return int(seconds) * 1_000_000_000 + int(stamp[14:17] or 0) * 1_000_000
+
+
 @dataclass(frozen=True)
 class CaptureStatus:
     status: str  # complete | incomplete | capturing (still recording: its run is alive) | unknown
