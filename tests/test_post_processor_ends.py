@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -181,3 +182,36 @@ def test_the_post_processor_that_ends_after_the_last_replacement_is_said_too(
     (line,) = said.lines
     assert postprocess.deaths_in([line]) == {str(old)}, line
     assert "not replaced" in line and "kept unparsed" in line, line
+
+
+def test_what_a_post_processor_meets_in_an_output_made_read_only_is_in_the_log(
+    tmp_path: Path, said: Said
+) -> None:
+    """helper-355: the output directory made read-only during the run (a read-only bind mount over it) and
+    writable again later: the post-processor opened npuprof.log for each line, so its reasons for the
+    captures it could not write were lost, and the run's summary said of them "a post-processor stopped,
+    killed, or still at work". It holds the log open from its start, as the agent does."""
+    out = tmp_path / "out"
+    out.mkdir()
+    job = _job(out)
+    (out / "npuprof.log").write_text("")  # the launcher's, made at the run's start
+    post = postprocess.Postprocessor(out, RUN_ID)
+    post.start()
+    pid = post_processor_pid(post)  # its ready line: it holds the log from before it
+    bound = subprocess.run(["mount", "--bind", str(out), str(out)], capture_output=True, text=True)
+    if bound.returncode != 0:
+        post.forget()
+        pytest.skip(f"cannot bind-mount here (needs root or CAP_SYS_ADMIN): {bound.stderr.strip()}")
+    try:
+        made = subprocess.run(["mount", "-o", "remount,ro,bind", str(out)], capture_output=True, text=True)
+        assert made.returncode == 0, made.stderr
+        assert post.submit(job)
+        post.forget()
+        wait_for_end(pid)
+    finally:
+        subprocess.run(["umount", "-l", str(out)], capture_output=True, check=False)
+    lines = [
+        line for line in (out / "npuprof.log").read_text().splitlines() if f"[postprocess pid={pid}" in line
+    ]
+    rank_dir = Path(job["rank_dir"]).name
+    assert any(f"{rank_dir}: " in line and "Read-only file system" in line for line in lines), lines

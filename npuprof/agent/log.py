@@ -27,17 +27,18 @@ class AgentLog:
         self._logged: dict[str, str] = {}  # each key's last warning in the log: the same one is not repeated
         self._kept: OwnedFd | None = None
 
-    def keep_a_descriptor(self) -> None:
+    def keep_a_descriptor(self) -> int | None:
         """Hold the log open for the process's life, written only when the log cannot be opened: a job that
         takes every descriptor left (EMFILE) would otherwise leave no trace of what npuprof met there, and
         the run's summary would guess. Once the log is rotated or removed it is no longer written (never
-        closed either: the number may be the script's by then)."""
+        closed either: the number may be the script's by then). The descriptor kept, or None."""
         if self.path is None or self._kept is not None:
-            return
+            return self._kept.fd if self._kept is not None else None
         opened = logfile.open_regular(self.path)
         if opened is not None:
             with contextlib.suppress(OSError):
                 self._kept = OwnedFd(above_stdio(opened[0]))
+        return self._kept.fd if self._kept is not None else None
 
     def write(self, level: str, message: str) -> bool:
         """Append a line to npuprof.log; whether it is there now (a full disk: not)."""

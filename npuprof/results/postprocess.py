@@ -1257,11 +1257,33 @@ _JOB_RUN = {"id": ""}  # the run of the job at work, which tags its log lines
 # the run's npuprof.log (--log), where the run's summary reads what this process said of each capture;
 # without it, the log beside the rank dir
 _RUN_LOG: dict[str, Path] = {}
+# --log held open from the start, written when it cannot be opened (the output made read-only: a bind
+# mount, a remount): what this process met there was lost, and the run's summary guessed "a post-processor
+# stopped, killed, or still at work" for captures it had found unwritable (helper-355)
+_KEPT_LOG: dict[str, Any] = {}
+
+
+def _keep_run_log_open() -> int | None:
+    """Hold --log open (before the ready line: the output may be made read-only as soon as the training
+    process goes on); the descriptor, or None."""
+    from npuprof.agent.log import AgentLog
+
+    path = _RUN_LOG.get("path")
+    if path is None:
+        return None
+    kept = AgentLog(str(path), "postprocess")
+    _KEPT_LOG["log"] = kept
+    return kept.keep_a_descriptor()
 
 
 def _log(rank_dir: Path, message: str, level: str = "INFO") -> None:
     line = f"{rank_dir.name}: {message}"
     path = _RUN_LOG.get("path", rank_dir.parent / layout.RUN_LOG)
+    kept = _KEPT_LOG.get("log")
+    if kept is not None and kept.path == str(path):
+        kept.run_id = _JOB_RUN["id"]
+        kept.write(level, line)
+        return
     logfile.log(path, level, "postprocess", line, _JOB_RUN["id"])
 
 
@@ -1782,11 +1804,12 @@ def main(argv: list[str] | None = None) -> int:
     if "--log" in args:
         _RUN_LOG["path"] = Path(args[args.index("--log") + 1])
     _take_settings(args)  # before the ready line: held from then on, a stopped one would run unpinned after
+    kept_log = _keep_run_log_open()
     continue_when_orphaned(ready)
     if lock is not None:
         with contextlib.suppress(OSError):  # who holds the lock: `npuprof run` names it if it is stopped
             os.pwrite(lock, f"{os.getpid()}\n".encode(), 0)
-        close_inherited_fds({lock} | {fd for fd in (parent_fd, ready) if fd is not None})
+        close_inherited_fds({lock} | {fd for fd in (parent_fd, ready, kept_log) if fd is not None})
     status = 1
     try:
         status = _serve(spool, parent_fd, ready)
