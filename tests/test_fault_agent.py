@@ -831,6 +831,40 @@ def test_the_run_summary_counts_windows_skipped_apart_from_captures(
     assert lines[-1].startswith(f"next: npuprof analyse {output}"), lines
 
 
+def test_the_title_counts_the_windows_skipped_without_a_record(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """helper-355: a disk filled during a --repeat 0 run: the first window skipped left its record (4 KiB
+    were free), the next five could not (0 B): the title said "73 capture(s), 1 capture window(s) skipped"
+    above "6 capture window(s) could not record". The title counts the windows the log says were skipped."""
+    from npuprof.config import ProfileConfig
+    from npuprof.reports.run_summary import print_run_summary
+    from npuprof.results.logfile import WINDOWS_SKIPPED_AT_EXIT, format_line
+    from npuprof.results.run_record import CaptureSummary
+
+    output, run_id = tmp_path / "out", "0123456789ab"
+    output.mkdir()
+    why = "only 0 B free at /x, below --min-free-space (1.0 MiB)"
+    steps = [15, 20, 25, 30, 35, 40]
+    log = [format_line("WARNING", "agent", f"capture at step {n} skipped: {why}", run_id) for n in steps]
+    log.append(format_line("INFO", "agent", f"{WINDOWS_SKIPPED_AT_EXIT}{len(steps)}", run_id))
+    (output / "npuprof.log").write_text("".join(log))
+    captures = [
+        CaptureSummary(
+            rank_dir=output / f"vm_7_2026120212124548{i}_ascend_pt", status=status, rank=None, pid=7,
+            steps=steps, size_bytes=size, detail=detail, parsed=size > 600, record_only=size < 600,
+        )
+        for i, (status, steps, size, detail) in enumerate(
+            [("complete", [6], 3 << 20, ""), ("complete", [10], 3 << 20, ""),
+             ("incomplete", [15], 530, f"capture at step 15 skipped: {why}")]
+        )
+    ]  # fmt: skip
+    print_run_summary(output, captures, 0, ProfileConfig(), output / "npuprof.log", run_id=run_id)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == f"npuprof: 2 capture(s), {len(steps)} capture window(s) skipped, in {output}", lines
+    assert any(f"{len(steps)} capture window(s) could not record" in line for line in lines), lines
+
+
 def test_a_window_skipped_below_min_free_space_imports_no_torch(tmp_path: Path) -> None:
     """A --step-on job that has not loaded torch, its window skipped by the disk check: the skip's record
     made torch's backend first, importing torch in the job's step (seconds, and a CUDA context) for a

@@ -90,8 +90,12 @@ def print_run_summary(
     # directory name is never split over lines, only shortened in its middle when the terminal is narrow.
     outside = sum(1 for c in captures if not c.rank_dir.is_relative_to(output))
     where = f"in {output}" + (f" ({outside} of them elsewhere, below)" if outside else "")
+    lines = run_log_lines(log_path, run_id) if run_id else []  # read once: the notes below use it too
+    others = _agents_of_other_runs(lines, run_id)
+    agents = _agent_lines(lines, others)  # this run's agents' lines, parsed once
     # the title is a line of its own, not the table's: a table title is wrapped to the table's width
-    console.print(escape(f"npuprof: {_counted(captures)} {where}"), style="italic", soft_wrap=True)
+    title = _counted(captures, *_windows_skipped(agents)[::2])
+    console.print(escape(f"npuprof: {title} {where}"), style="italic", soft_wrap=True)
     table = Table(
         box=None,
         pad_edge=False,
@@ -132,9 +136,6 @@ def print_run_summary(
             f"... and {' and '.join(filter(None, (more, odd)))} between those ({size} in all; "
             "the run's record, npuprof_run*.json, lists every one)"
         )
-    lines = run_log_lines(log_path, run_id) if run_id else []  # read once: the notes below use it too
-    others = _agents_of_other_runs(lines, run_id)
-    agents = _agent_lines(lines, others)  # this run's agents' lines, parsed once
     if restarted := _restarts_said(attempts, set(_attempts_of_agents(agents).values())):
         console.print(f"[bold yellow]npuprof:[/] {escape(restarted)}", soft_wrap=True)
     if replaced:  # the captures listed are those made since (helper-114: one lost with it, unsaid)
@@ -314,14 +315,18 @@ def skipped_window(c: CaptureSummary) -> bool:
     return c.record_only and c.detail.startswith(CAPTURE_SKIPPED) and " skipped: " in c.detail
 
 
-def _counted(captures: list[CaptureSummary]) -> str:
+def _counted(captures: list[CaptureSummary], logged_skipped: int = 0, exact: bool = True) -> str:
     """The summary's title's count: the captures made, and the windows skipped apart (a window skipped was
-    counted as "1 capture(s)")."""
-    skipped = sum(1 for c in captures if skipped_window(c))
-    made = len(captures) - skipped
+    counted as "1 capture(s)"). ``logged_skipped``: the windows the log says were skipped, more where the
+    full disk or read-only output that skipped them left no record of them (helper-355: "1 capture window(s)
+    skipped" over "6 capture window(s) could not record")."""
+    recorded = sum(1 for c in captures if skipped_window(c))
+    made = len(captures) - recorded
+    skipped = max(recorded, logged_skipped)
     if not skipped:
         return f"{made} capture(s)"
-    windows = f"{skipped} capture window(s) skipped"
+    at_least = "" if exact or recorded >= logged_skipped else "at least "
+    windows = f"{at_least}{skipped} capture window(s) skipped"
     return f"{made} capture(s), {windows}," if made else f"no capture, {windows},"
 
 
