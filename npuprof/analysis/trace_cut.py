@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import msgspec
 import numpy as np
 
-from npuprof.analysis.trace_repairs import repaired_names, repaired_strings, repaired_values
+from npuprof.analysis.trace_repairs import repaired_names, repaired_strings, repaired_values, structure_marks
 
 __all__ = ["CUT_TRIES", "Cut", "cut_in", "is_cut_short", "last_boundary", "mended", "value_ends"]
 
@@ -196,22 +196,9 @@ def last_boundary(buf: bytes | bytearray, end: int) -> int:
 
 def value_ends(text: bytes) -> np.ndarray:
     """Where the objects of ``text`` (JSON values after a "[", separated by ",", cut short: the caller has
-    the decoder say so) close: the "}"s outside strings that bring the nesting back to the array's. In
-    passes over arrays, not a step per byte: a quote after an odd run of backslashes is in a string."""
+    the decoder say so) close: the "}"s outside strings that bring the nesting back to the array's."""
     data = np.frombuffer(text, np.uint8)
-    quotes = np.flatnonzero(data == 0x22)
-    slashes = np.flatnonzero(data == 0x5C)
-    if len(quotes) and len(slashes):
-        runs = slashes[np.r_[True, np.diff(slashes) > 1]]  # where each run of backslashes starts
-        before = quotes - 1
-        run = np.searchsorted(runs, before, side="right") - 1
-        escaped = (before >= 0) & (data[np.maximum(before, 0)] == 0x5C)
-        length = np.where(escaped, before - runs[np.maximum(run, 0)] + 1, 0)
-        quotes = quotes[length % 2 == 0]
-    marks = np.flatnonzero((data == 0x7B) | (data == 0x7D) | (data == 0x5B) | (data == 0x5D))
-    marks = marks[np.searchsorted(quotes, marks) % 2 == 0]  # outside strings: an even count of quotes before
-    opens = (data[marks] == 0x7B) | (data[marks] == 0x5B)
-    depth = np.cumsum(np.where(opens, 1, -1))
+    marks, depth = structure_marks(data)
     return marks[(depth == 0) & (data[marks] == 0x7D)]
 
 

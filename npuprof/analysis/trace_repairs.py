@@ -222,9 +222,17 @@ def _key_of_value_at(text: bytes | bytearray, start: int) -> bytes | bool | None
 
 def _depths(text: bytes | bytearray, positions: list[int]) -> list[int]:
     """How deep in objects and arrays each of ``positions`` (outside strings, in order) of ``text`` is: the
-    "{" and "[" outside strings before it, less the "}" and "]". In passes over arrays (a quote after an
-    odd run of backslashes is in a string), asked only for a NaN under a key named as an event's own."""
-    data = np.frombuffer(bytes(text), np.uint8)
+    "{" and "[" outside strings before it, less the "}" and "]". Asked only for a NaN under a key named as
+    an event's own."""
+    marks, depth = structure_marks(np.frombuffer(bytes(text), np.uint8))
+    before = np.searchsorted(marks, np.asarray(positions)) - 1  # the last mark before each position
+    return np.where(before >= 0, depth[np.maximum(before, 0)], 0).tolist()
+
+
+def structure_marks(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where the "{", "}", "[" and "]" outside strings of ``data`` (a JSON text's bytes) are, and the nesting
+    after each. In passes over arrays, not a step per byte: a quote after an odd run of backslashes is in a
+    string."""
     quotes = np.flatnonzero(data == 0x22)
     slashes = np.flatnonzero(data == 0x5C)
     if len(quotes) and len(slashes):
@@ -236,9 +244,7 @@ def _depths(text: bytes | bytearray, positions: list[int]) -> list[int]:
         quotes = quotes[length % 2 == 0]
     marks = np.flatnonzero((data == 0x7B) | (data == 0x7D) | (data == 0x5B) | (data == 0x5D))
     marks = marks[np.searchsorted(quotes, marks) % 2 == 0]  # outside strings: an even count of quotes before
-    depth = np.cumsum(np.where((data[marks] == 0x7B) | (data[marks] == 0x5B), 1, -1))
-    before = np.searchsorted(marks, np.asarray(positions)) - 1  # the last mark before each position
-    return np.where(before >= 0, depth[np.maximum(before, 0)], 0).tolist()
+    return marks, np.cumsum(np.where((data[marks] == 0x7B) | (data[marks] == 0x5B), 1, -1))
 
 
 def _before_space(text: bytes | bytearray, at: int) -> int:
