@@ -584,12 +584,8 @@ def test_a_killed_parses_leftovers_beside_a_bare_trace_are_removed(tmp_path: Pat
     assert (out / "trace_view.json").is_file()
 
 
-@pytest.mark.parametrize("marked_done", [False, True])
-def test_a_rank_dir_torch_npu_parsed_into_its_db_only_is_named_as_such(
-    tmp_path: Path, marked_done: bool
-) -> None:
-    """torch_npu with export_type=Db leaves its raw data and the db, no text tables: not "needs torch_npu"
-    nor "unreadable", but what it is and what to do."""
+def _db_only_rank_dir(tmp_path: Path) -> Path:
+    """A rank dir as torch_npu leaves it with export_type=Db: its raw data and the db, no text tables."""
     rank_dir = tmp_path / "h_1_20250101000000000_ascend_pt"
     for sub in ("FRAMEWORK", "PROF_000001_x", OUT):
         (rank_dir / sub).mkdir(parents=True)
@@ -597,6 +593,16 @@ def test_a_rank_dir_torch_npu_parsed_into_its_db_only_is_named_as_such(
     sqlite3.connect(rank_dir / OUT / "ascend_pytorch_profiler_0.db").execute(
         "CREATE TABLE STEP_TIME (id INTEGER)"
     )
+    return rank_dir
+
+
+@pytest.mark.parametrize("marked_done", [False, True])
+def test_a_rank_dir_torch_npu_parsed_into_its_db_only_is_named_as_such(
+    tmp_path: Path, marked_done: bool
+) -> None:
+    """torch_npu with export_type=Db leaves its raw data and the db, no text tables: not "needs torch_npu"
+    nor "unreadable", but what it is and what to do."""
+    rank_dir = _db_only_rank_dir(tmp_path)
     if marked_done:  # npuprof ran torch_npu's parser in the run and marked the dir
         (rank_dir / OUT / "analyse.done").write_text("")
     outcome = parse_rank_dir(rank_dir)
@@ -610,13 +616,7 @@ def test_export_stacks_and_memory_timeline_of_a_db_only_rank_dir_say_what_it_is(
     to capture with npuprof's memory flags: neither said that the db is all there is, nor the fix."""
     from _forked_cli import npuprof
 
-    rank_dir = tmp_path / "h_1_20250101000000000_ascend_pt"
-    for sub in ("FRAMEWORK", "PROF_000001_x", OUT):
-        (rank_dir / sub).mkdir(parents=True)
-    (rank_dir / "profiler_info_0.json").write_text('{"config": {}}')
-    sqlite3.connect(rank_dir / OUT / "ascend_pytorch_profiler_0.db").execute(
-        "CREATE TABLE STEP_TIME (id INTEGER)"
-    )
+    rank_dir = _db_only_rank_dir(tmp_path)
     for command in (("export-stacks", str(rank_dir)), ("memory-timeline", str(rank_dir), "-o", "m.json")):
         result = npuprof(*command, cwd=tmp_path)
         assert result.returncode == 1, result.stderr

@@ -384,6 +384,16 @@ def test_a_trace_in_a_folder_no_one_may_write_in_is_analysed_into_the_cache_even
     assert (cached / "npuprof_summary.json").is_file()
 
 
+def _rank_dir_of_the_real_trace_view_alone(tmp_path: Path) -> tuple[Path, Path]:
+    """A torch_npu rank dir (rank 3) whose tables are the real trace_view.json alone; and that file."""
+    rank_dir = tmp_path / "runs" / "h_1_20240101000000000_ascend_pt"
+    (rank_dir / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)
+    (rank_dir / "profiler_info_3.json").write_text('{"config": {}}')
+    view = rank_dir / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+    view.write_bytes((REAL / "trace_view.json").read_bytes())
+    return rank_dir, view
+
+
 def _steps_of_the_real_trace_view() -> list[tuple[int, float]]:
     """(step, duration µs) of each ProfilerStep#N span of the real trace_view.json, read with json here."""
     events = json.loads((REAL / "trace_view.json").read_text())
@@ -398,11 +408,7 @@ def test_a_rank_dir_with_only_trace_view_json_is_analysed_from_it(tmp_path: Path
     """torch_npu's trace_view.json kept without its raw data or tables: the rank dir is reported from that
     trace, its rank kept, the tables made in the user's cache (a parse in torch_npu's folder would write
     over it), the folder left as it was."""
-    rank_dir = tmp_path / "runs" / "h_1_20240101000000000_ascend_pt"
-    (rank_dir / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)
-    (rank_dir / "profiler_info_3.json").write_text('{"config": {}}')
-    view = rank_dir / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
-    view.write_bytes((REAL / "trace_view.json").read_bytes())
+    rank_dir, view = _rank_dir_of_the_real_trace_view_alone(tmp_path)
     env = clean_env(XDG_CACHE_HOME=str(tmp_path / "cache"))
     for target in (rank_dir, rank_dir.parent):
         result = npuprof("analyse", str(target), "--format", "json", env=env)
@@ -423,11 +429,7 @@ def test_a_rank_dir_with_only_trace_view_json_and_no_home_is_analysed_from_scrat
     container's), such a rank dir failed ("failed: the home directory does not exist"), where a bare trace
     and a read-only rank dir are reported from tables in /dev/shm or TMPDIR, removed afterwards (README,
     "Analysing")."""
-    rank_dir = tmp_path / "runs" / "h_1_20240101000000000_ascend_pt"
-    (rank_dir / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)
-    (rank_dir / "profiler_info_3.json").write_text('{"config": {}}')
-    view = rank_dir / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
-    view.write_bytes((REAL / "trace_view.json").read_bytes())
+    rank_dir, view = _rank_dir_of_the_real_trace_view_alone(tmp_path)
     home = tmp_path / "nonexistent"
     env = clean_env(HOME=str(home))
     env.pop("XDG_CACHE_HOME", None)

@@ -124,21 +124,6 @@ def _with_lists_of_event_like_objects(data: dict, objects: int, every: int) -> b
     return json.dumps(data).encode()
 
 
-def _complete_events(prefix: bytes) -> list[dict]:
-    """The events of a Kineto trace's beginning that close before its end, as Python's json reads them."""
-    decoder, events = json.JSONDecoder(), []
-    chars = prefix.decode()
-    at = chars.index("[", chars.index('"traceEvents"')) + 1
-    while True:
-        while at < len(chars) and chars[at] in " \t\r\n,":
-            at += 1
-        try:
-            event, at = decoder.raw_decode(chars, at)
-        except json.JSONDecodeError:
-            return events
-        events.append(event)
-
-
 def _event_starts(text: bytes) -> list[int]:
     """Where each event of a Kineto trace starts, as Python's json reads them one by one (ASCII text)."""
     decoder, events = json.JSONDecoder(), []
@@ -258,7 +243,9 @@ def test_a_gzipped_trace_cut_in_an_event_of_megabytes_does_not_copy_it_for_each_
         lambda self, tail: copied.append(len(tail)) or tail_value(self, tail),
     )
     loaded = load_trace(gz)
-    want = _complete_events(text[:cut])
+    from test_cut_traces import complete_events
+
+    want = complete_events(text[:cut])
     assert [(e.name, e.ph) for e in loaded.events] == [(e["name"], e["ph"]) for e in want]
     assert loaded.cut is not None
     assert sum(copied) < len(text) // 4, copied  # the text after the cut's event's start was not copied over
