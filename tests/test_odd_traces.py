@@ -394,6 +394,13 @@ def _rank_dir_of_the_real_trace_view_alone(tmp_path: Path) -> tuple[Path, Path]:
     return rank_dir, view
 
 
+def _is_the_real_trace_views_rank(result: subprocess.CompletedProcess) -> None:
+    """``analyse --format json`` reported the real trace_view.json's rank dir: rank 3, NPU, its steps."""
+    (rank,) = json.loads(result.stdout)["ranks"]
+    assert rank["rank"] == 3 and rank["device"] == "NPU"
+    assert [(s["step"], s["duration_us"]) for s in rank["steps"]] == _steps_of_the_real_trace_view()
+
+
 def _steps_of_the_real_trace_view() -> list[tuple[int, float]]:
     """(step, duration µs) of each ProfilerStep#N span of the real trace_view.json, read with json here."""
     events = json.loads((REAL / "trace_view.json").read_text())
@@ -414,9 +421,7 @@ def test_a_rank_dir_with_only_trace_view_json_is_analysed_from_it(tmp_path: Path
         result = npuprof("analyse", str(target), "--format", "json", env=env)
         assert result.returncode == 0, result.stderr
         assert f"{rank_dir}: torch_npu's tables stop short of step_trace_time.csv" in result.stderr
-        (rank,) = json.loads(result.stdout)["ranks"]
-        assert rank["rank"] == 3 and rank["device"] == "NPU"
-        assert [(s["step"], s["duration_us"]) for s in rank["steps"]] == _steps_of_the_real_trace_view()
+        _is_the_real_trace_views_rank(result)
     assert sorted(p.name for p in view.parent.iterdir()) == ["trace_view.json"]
     assert view.read_bytes() == (REAL / "trace_view.json").read_bytes()
     assert list((tmp_path / "cache").rglob("step_trace_time.csv"))
@@ -436,9 +441,7 @@ def test_a_rank_dir_with_only_trace_view_json_and_no_home_is_analysed_from_scrat
     result = npuprof("analyse", str(rank_dir), "--format", "json", env=env)
     assert result.returncode == 0, result.stderr
     assert f"{rank_dir}: its tables can be written neither there nor in the user's cache" in result.stderr
-    (rank,) = json.loads(result.stdout)["ranks"]
-    assert rank["rank"] == 3 and rank["device"] == "NPU"
-    assert [(s["step"], s["duration_us"]) for s in rank["steps"]] == _steps_of_the_real_trace_view()
+    _is_the_real_trace_views_rank(result)
     assert not home.exists()
     assert sorted(p.name for p in view.parent.iterdir()) == ["trace_view.json"]
 
