@@ -302,6 +302,41 @@ def test_a_parse_whose_tables_another_failed_parse_deleted_is_not_marked_parsed(
     assert not (tables / "analyse.done").exists()
 
 
+def test_a_parse_whose_tables_another_parse_replaced_whole_says_parsed_not_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The parse beside it that had the folder to itself set this one's tables aside and wrote a complete
+    set of its own, analyse.done last: the capture was said "failed: deleted meanwhile by another parse
+    ... that failed", though that parse had parsed it. It is said parsed by another process, its tables
+    read as that parse left them."""
+    import fcntl
+
+    from npuprof.analysis import parse
+
+    rank_dir = write_rank_dir(tmp_path, cpu_trace())
+    tables = rank_dir / "ASCEND_PROFILER_OUTPUT"
+    tables.mkdir()
+    real = parse.write_outputs
+
+    def beside_one_that_ended_well(raw: Path, out_dir: Path, *args: object, **kwargs: object) -> list[str]:
+        written = real(raw, out_dir, *args, **kwargs)  # type: ignore[arg-type]
+        (out_dir / "kernel_details.csv").unlink()  # set aside by the other parse, not yet its own in place
+        (out_dir / "analyse.done").write_text("the other parse's\n")  # which has ended once this one looks
+        return written
+
+    monkeypatch.setattr(parse, "write_outputs", beside_one_that_ended_well)
+    fd = os.open(tables, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the other parse, at work
+        outcome = parse.parse_rank_dir(rank_dir)
+    finally:
+        os.close(fd)
+    assert outcome.ok and outcome.status == "cached", outcome
+    assert "parsed meanwhile by another process" in outcome.reason, outcome.reason
+    assert "failed" not in outcome.reason, outcome.reason
+    assert (tables / "analyse.done").read_text() == "the other parse's\n"  # its analyse.done stands
+
+
 def test_a_failed_forced_parse_of_symlinked_tables_leaves_no_link_aside(tmp_path: Path) -> None:
     """Tables a user linked in from elsewhere (each a symbolic link): `analyse --force` keeps them aside as
     hard links of the links; a re-parse that failed put them back by rename(2), which does nothing between

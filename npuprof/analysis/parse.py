@@ -549,16 +549,33 @@ EARLIER_TABLES_HELD = (
 )
 
 
+class ParsedMeanwhile(FileNotFoundError):
+    """A table this parse wrote is gone, and another parse's analyse.done is there: that parse (it had the
+    folder to itself) moved this one's tables aside and wrote a complete set of its own."""
+
+
+# the reason given with a capture another parse of its folder parsed while this one was at work
+PARSED_MEANWHILE = (
+    "parsed meanwhile by another process (its run's post-processor or another npuprof analyse): "
+    "its tables are that parse's, complete (analyse.done)"
+)
+
+
 def tables_still_there(out_dir: Path, written: Iterable[str]) -> None:
     """Raise (FileNotFoundError) when a table this parse wrote is gone from ``out_dir`` before its
-    analyse.done is: a parse beside it that had the folder to itself failed meanwhile and deleted every
-    table there, this one's too (:func:`drop_tables`), and analyse.done would have marked the set left,
-    short of them, as parsed (helper-216)."""
+    analyse.done is: a parse beside it that had the folder to itself deleted every table there, this one's
+    too (:func:`drop_tables` when it failed, :class:`EarlierTables` when it set them aside), and analyse.done
+    would have marked the set left, short of them, as parsed (helper-216). :class:`ParsedMeanwhile` when
+    that parse's analyse.done is there now (this one's was unlinked before writing): it ended well, and
+    its set is whole; else whether it failed or is still at work is not known."""
     for name in written:
         if not os.path.lexists(out_dir / name):
+            if os.path.lexists(out_dir / layout.ANALYSE_DONE):
+                raise ParsedMeanwhile(errno.ENOENT, PARSED_MEANWHILE, str(out_dir / name))
             raise FileNotFoundError(
                 errno.ENOENT,
-                "deleted meanwhile by another parse of this folder that failed (run npuprof analyse again)",
+                "deleted meanwhile by another parse of this folder, which failed or is still at work "
+                "(run npuprof analyse again once it has ended)",
                 str(out_dir / name),
             )
 
@@ -845,6 +862,9 @@ def parse_rank_dir(
             outcome.trace_changed = changed_as_read(raw.name, *gzipped_from, gzip_read[-1])
     except UnsafePathError as exc:
         outcome.status, outcome.reason = "failed", str(exc)
+    except ParsedMeanwhile:
+        outcome.status, outcome.reason = "cached", PARSED_MEANWHILE
+        outcome.files = []
     except Exception as exc:
         from npuprof.analysis.trace_loader import TraceError
 
