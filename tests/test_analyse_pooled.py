@@ -125,6 +125,45 @@ def test_a_daylight_saving_change_inside_the_job_keeps_its_captures_one_section(
     assert [s["step"] for s in pooled["steps"]] == sorted(spans)
 
 
+def test_a_wall_clock_set_back_inside_the_job_keeps_its_captures_one_section(
+    repeated: Path, tmp_path: Path
+) -> None:
+    """A wall clock stepped back two hours inside the job (NTP, by hand): its later captures'
+    collectionTimeBegin and names read earlier than its earlier ones'. Ordered by them, the process was cut
+    into two pooled sections, the later captures first. Its monotonic start (MonotonicTimeBegin, untouched
+    here as the step leaves it) keeps them in order."""
+    import shutil
+    import time
+
+    copy = tmp_path / "result"
+    shutil.copytree(repeated, copy)
+    dirs = rank_dirs(copy)
+    step_ns = 2 * 3600 * 10**9
+    renamed = []
+    for k, d in enumerate(dirs):
+        if k >= 3:  # after the step: the wall clock two hours behind
+            (info,) = d.glob("profiler_info*.json")
+            record = json.loads(info.read_text())
+            record["start_info"]["collectionTimeBegin"] = (
+                int(record["start_info"]["collectionTimeBegin"]) - step_ns
+            )
+            info.write_text(json.dumps(record))
+            head, stamp = re.fullmatch(r"(.+_\d+)_(\d{17})_ascend_pt", d.name).groups()  # type: ignore[union-attr]
+            before = time.mktime(time.strptime(stamp[:14], "%Y%m%d%H%M%S")) - step_ns // 10**9
+            stamp = time.strftime("%Y%m%d%H%M%S", time.localtime(before)) + stamp[14:]
+            d = d.rename(copy / f"{head}_{stamp}_ascend_pt")
+        renamed.append(d)
+    assert sorted(renamed) != renamed  # the names no longer say the order
+    analysed = npuprof("analyse", str(copy), "--format", "json", timeout=120)
+    assert analysed.returncode == 0, analysed.stderr
+    (pooled,) = json.loads(analysed.stdout)["pooled"]
+    assert pooled["captures"] == [str(d) for d in renamed]
+    spans: dict[int, float] = {}
+    for d in renamed:
+        spans.update(_spans(d))
+    assert [s["step"] for s in pooled["steps"]] == sorted(spans)
+
+
 def _captures(root: Path, count: int, rank: int | None, stamps_from: int = 0) -> list[Path]:
     dirs = []
     for k in range(stamps_from, stamps_from + count):

@@ -1744,7 +1744,8 @@ def _build_report(
     read = _copies_left_out(read)
     ranks = [item.rank for item in read]
     all_ranges = [(r, found) for r, found in all_ranges if any(r is kept for kept in ranks)]
-    ranks.sort(key=lambda r: (r.rank is None, r.rank or 0, _started(r.rank_dir), r.rank_dir))
+    order = _in_time_order(r.rank_dir for r in ranks)
+    ranks.sort(key=lambda r: (r.rank is None, r.rank or 0, order[r.rank_dir], r.rank_dir))
     if steps is not None and ranks and not problems and not any(r.steps for r in ranks):
         there = f"their steps are {_step_spans(sorted(steps_there))}" if steps_there else "they have no step"
         asked = steps.text
@@ -1957,6 +1958,30 @@ def _started(rank_dir: str) -> int:
     return -1 if began is None else began
 
 
+def _in_time_order(rank_dirs: Iterable[str]) -> dict[str, int]:
+    """Each rank dir's place in time: by :func:`_started` (then name), except that the captures of one
+    process (worker and pid, in one folder) that all hold ``MonotonicTimeBegin`` take their places among
+    themselves by it: a wall clock set back inside the job (NTP, by hand) put its later captures first and
+    cut the process in two pooled sections."""
+    ordered = sorted(set(rank_dirs), key=lambda d: (_started(d), Path(d).name))
+    by_process: dict[tuple[str, str, str], list[str]] = {}
+    for rank_dir in ordered:
+        if (named := layout.parse_rank_dir_name(Path(rank_dir).name)) is not None:
+            key = (str(Path(rank_dir).parent), named["worker"], named["pid"])
+            by_process.setdefault(key, []).append(rank_dir)
+    place = {rank_dir: k for k, rank_dir in enumerate(ordered)}
+    for members in by_process.values():
+        ticks = {d: layout.capture_began_monotonic_ns(Path(d)) for d in members}
+        if len(members) < 2 or any(tick is None for tick in ticks.values()):
+            continue
+        slots = sorted(place[d] for d in members)
+        for slot, rank_dir in zip(
+            slots, sorted(members, key=lambda d: (ticks[d], Path(d).name)), strict=True
+        ):
+            place[rank_dir] = slot
+    return place
+
+
 def _copies_left_out(read: list[_Read]) -> list[_Read]:
     """``read`` less the copies of a capture read from another directory (``cp -r`` of a rank dir under the
     result dir): the same rank and the same summary, whose steps and operators were counted once per copy,
@@ -2003,7 +2028,8 @@ def _pooled(read: list[_Read], steps: StepSelection | None, top: int) -> list[Ra
         groups.setdefault(pooling.process_key(Path(item.rank.rank_dir), item.rank.rank), []).append(item)
     out = []
     for group in groups.values():
-        group.sort(key=lambda m: (_started(m.rank.rank_dir), Path(m.rank.rank_dir).name))
+        order = _in_time_order(m.rank.rank_dir for m in group)
+        group.sort(key=lambda m: order[m.rank.rank_dir])
         for members in _programs(group):
             out.append(_pooled_process(members, steps, top))
     return out

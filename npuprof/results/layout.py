@@ -544,6 +544,27 @@ def capture_began_ns(rank_dir: Path) -> int | None:
     return int(seconds) * 1_000_000_000 + int(stamp[14:17] or 0) * 1_000_000
 
 
+def capture_began_monotonic_ns(rank_dir: Path) -> int | None:
+    """When the capture in ``rank_dir`` began on its process's monotonic clock (ns): its profiler_info*.json's
+    ``start_info.MonotonicTimeBegin`` (npuprof's agent writes it, agent/capture.py); None where none says.
+    Unlike ``collectionTimeBegin`` it never steps back (an NTP or hand-set clock), so it orders one process's
+    captures; it says nothing across processes, hosts or reboots."""
+    try:
+        infos = sorted(p for p in rank_dir.iterdir() if _INFO_RE.match(p.name))
+    except OSError:
+        return None
+    for path in infos:
+        try:
+            began = read_json_record(path, 1 << 20)["start_info"]["MonotonicTimeBegin"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if isinstance(began, str) and began.isdigit():
+            began = int(began)
+        if isinstance(began, int) and not isinstance(began, bool) and began >= 0:
+            return began
+    return None
+
+
 @dataclass(frozen=True)
 class CaptureStatus:
     status: str  # complete | incomplete | capturing (still recording: its run is alive) | unknown
