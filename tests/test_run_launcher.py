@@ -207,6 +207,52 @@ def test_half_written_files_removed_are_said_empty_when_they_were(
     assert not any(temp.exists() for temp in temps)
 
 
+@pytest.mark.parametrize("how", ["a read-only bind mount", "unlink refused"])
+def test_half_written_files_that_could_not_be_removed_claim_no_death(
+    tmp_path: Path, how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """-o made read-only while a capture was parsed: the post-processor could not remove its own temporary
+    file, and the summary said "a process died while writing into it; the half-written file(s) removed",
+    though nothing died and nothing was removed. It says they could not be removed, and why."""
+    import errno
+
+    from npuprof.results import layout
+    from npuprof.results.run_record import _remove_half_written
+
+    rank_dir = tmp_path / "rank"
+    tables = rank_dir / layout.PARSED_DIR
+    tables.mkdir(parents=True)
+    temp = tables / f".trace_view.json.{_NO_PROCESS_PID}-0123456789ab.tmp"
+    temp.write_bytes(b" " * 2048)
+    if how == "unlink refused":
+        real_unlink = os.unlink
+
+        def refused(path: object, *args: object, **kwargs: object) -> None:
+            if str(path).endswith(".tmp"):
+                raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+            real_unlink(path, *args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(os, "unlink", refused)
+        detail = _remove_half_written(rank_dir, layout.STATUS_INCOMPLETE)
+    else:
+        bound = subprocess.run(
+            ["mount", "--bind", str(rank_dir), str(rank_dir)], capture_output=True, text=True
+        )
+        if bound.returncode != 0:
+            pytest.skip(f"cannot bind-mount here (needs root or CAP_SYS_ADMIN): {bound.stderr.strip()}")
+        try:
+            made = subprocess.run(
+                ["mount", "-o", "remount,ro,bind", str(rank_dir)], capture_output=True, text=True
+            )
+            assert made.returncode == 0, made.stderr
+            detail = _remove_half_written(rank_dir, layout.STATUS_INCOMPLETE)
+        finally:
+            subprocess.run(["umount", "-l", str(rank_dir)], capture_output=True, check=False)
+    assert temp.exists()  # it could not be removed, and was not
+    assert "died" not in detail and "file(s) removed" not in detail, detail
+    assert detail.endswith("(2.0 KiB) could not be removed: read-only file system"), detail
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
