@@ -296,3 +296,42 @@ def test_the_post_processor_competes_as_the_weakest_of_autogroups() -> None:
     enabled = Path("/proc/sys/kernel/sched_autogroup_enabled")
     if enabled.exists() and enabled.read_text().strip() == "1":  # else the policy applies as it is
         assert group.endswith("nice 19"), group
+
+
+def test_a_post_processor_at_its_exit_still_holding_its_lock_is_waited_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A post-processor ending at EOF has no command line left (Linux frees its memory before its
+    descriptors) while it still holds its lock for a moment: read as a dead one whose lock a copy holds,
+    it was not waited for and counted 0 (test_the_post_processor_is_held_... failed so once in a fresh-clone
+    run). Its lock freed within the grace, it is waited for and counted."""
+    pending = tmp_path / layout.PENDING_DIR
+    pending.mkdir()
+    lock = pending / f"{RUN_ID}.{os.uname().nodename}.{os.getpid()}.0badf00d.lock"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time\n"
+            f"fd = os.open({str(lock)!r}, os.O_WRONLY | os.O_CREAT, 0o640)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+            "os.pwrite(fd, f'{os.getpid()}\\n'.encode(), 0)\n"
+            "print('locked', flush=True)\n"
+            "sys.stdin.read()\n"
+            "time.sleep(0.3)\n",  # at its exit, the lock still held
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        # what /proc says of a process at its exit: its command line gone
+        monkeypatch.setattr(postprocess, "_command_line", lambda pid: [])
+        monkeypatch.setattr(postprocess, "EXITING_GRACE_S", 30.0)  # a loaded host's moment
+        assert holder.stdin is not None
+        holder.stdin.close()
+        assert postprocess.wait_for_pending(tmp_path, RUN_ID, poll_s=0.01) == 1
+    finally:
+        holder.kill()
+        holder.wait()

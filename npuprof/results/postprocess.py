@@ -1228,13 +1228,33 @@ def _wait_for_lock(
                 next_check = time.monotonic() + _STOPPED_CHECK_S
                 pid = pid or _holder_of_lock(dir_fd, name, fd)
                 if pid is not None and _not_waited_for(pid):
-                    return False
+                    # (a holder with no command line may be one at its exit: EXITING_GRACE_S)
+                    return not _is_post_processor(pid) and _freed_soon(fd)
                 if on_stopped is not None and pid is not None and _is_stopped_post_processor(pid):
                     on_stopped(pid)
                     on_stopped = None  # said once
             time.sleep(poll_s)
     finally:
         os.close(fd)
+
+
+# A post-processor ending at EOF has no command line left (Linux frees its memory before its descriptors)
+# while it still holds its lock: read as a dead one whose lock a copy of its descriptor holds, it was not
+# waited for, and the run counted no post-processor. Its lock is free within moments; a copy's stays held.
+EXITING_GRACE_S = 1.0
+
+
+def _freed_soon(fd: int) -> bool:
+    """Whether the lock on ``fd`` is taken within :data:`EXITING_GRACE_S` (then held by this process)."""
+    until = time.monotonic() + EXITING_GRACE_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= until:
+                return False
+        time.sleep(0.02)
 
 
 def gzip_file(plain: Path) -> Path:
