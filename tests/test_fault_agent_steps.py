@@ -484,8 +484,11 @@ def test_an_oserror_when_a_capture_begins_skips_that_window(
         pid, recorded = None, [9, 10]
     # (own_profiler_run's other children say that windows are skipped for their own profilers)
     ours = "skipped" if pid is None else "No space left on device"
-    warnings = [line for line in result.stderr.splitlines() if "skipped" in line and ours in line]
+    # (the summary's title counts it too: "1 capture(s), 1 capture window(s) skipped, in ...")
+    warnings = [line for line in result.stderr.splitlines() if "skipped:" in line and ours in line]
     assert len(warnings) == 1, result.stderr
+    if pid is None:
+        assert "npuprof: 1 capture(s), 1 capture window(s) skipped, in " in result.stderr, result.stderr
     assert "capture at step 4 skipped" in warnings[0] and "No space left on device" in warnings[0]
     dirs = rank_dirs(out) if pid is None else _dirs_of(out, pid)
     (d,) = dirs  # the next window was recorded
