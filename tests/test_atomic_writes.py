@@ -337,6 +337,39 @@ def test_a_parse_whose_tables_another_parse_replaced_whole_says_parsed_not_faile
     assert (tables / "analyse.done").read_text() == "the other parse's\n"  # its analyse.done stands
 
 
+def test_a_bare_traces_parse_whose_tables_another_parse_replaced_whole_says_parsed_not_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same race for a bare trace's tables (``<trace>.npuprof/``): its parse was said "failed", and
+    the error, an OSError, was taken for the folder's, so the tables were made again in scratch."""
+    import fcntl
+
+    from npuprof.analysis import report
+
+    trace = tmp_path / "t.pt.trace.json"
+    trace.write_text(json.dumps(cpu_trace()))
+    tables = tmp_path / ("t.pt.trace.json" + report.BARE_SUFFIX)
+    tables.mkdir()
+    real = report.write_outputs
+
+    def beside_one_that_ended_well(raw: Path, out_dir: Path, *args: object, **kwargs: object) -> list[str]:
+        written = real(raw, out_dir, *args, **kwargs)  # type: ignore[arg-type]
+        (out_dir / written[0]).unlink()  # set aside by the other parse, not yet its own in place
+        (out_dir / "analyse.done").write_text("the other parse's\n")  # which has ended once this one looks
+        return written
+
+    monkeypatch.setattr(report, "write_outputs", beside_one_that_ended_well)
+    fd = os.open(tables, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the other parse, at work
+        outcome, out_dir = report._parse_bare(trace, force=False, workers=1)
+    finally:
+        os.close(fd)
+    assert outcome.status == "cached" and out_dir == tables, (outcome, out_dir)
+    assert "parsed meanwhile by another process" in outcome.reason, outcome.reason
+    assert (tables / "analyse.done").read_text() == "the other parse's\n"
+
+
 def test_a_failed_forced_parse_of_symlinked_tables_leaves_no_link_aside(tmp_path: Path) -> None:
     """Tables a user linked in from elsewhere (each a symbolic link): `analyse --force` keeps them aside as
     hard links of the links; a re-parse that failed put them back by rename(2), which does nothing between

@@ -41,8 +41,10 @@ from npuprof.analysis.parse import (
     ANOTHER_PARSE_AT_WORK,
     EARLIER_TABLES_HELD,
     EARLIER_TABLES_KEPT,
+    PARSED_MEANWHILE,
     SUMMARY_FILE,
     EarlierTables,
+    ParsedMeanwhile,
     ParseOutcome,
     alone_in,
     drop_tables,
@@ -294,6 +296,8 @@ def _parse_bare(
         outcome.status, outcome.reason = exc.kind, str(exc)
         if alone and not outcome.kept_earlier:
             drop_tables(out_dir, before)  # the trace written while it was read: no table of it is kept
+    except ParsedMeanwhile:  # (an OSError, not the folder's: taken for one, the tables went to scratch)
+        outcome.status, outcome.reason, outcome.files = "cached", PARSED_MEANWHILE, []
     except Exception as exc:
         outcome.status, outcome.reason = "failed", failure_reason(exc)
         # an OSError here is the tables' folder's (the trace was readable): a scratch folder may take them
