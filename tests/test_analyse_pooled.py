@@ -101,28 +101,16 @@ def test_a_daylight_saving_change_inside_the_job_keeps_its_captures_one_section(
     captures first, as if it had replaced itself (helper-355: one job over the change, TZ=Europe/Berlin,
     gave "rank - (33 captures pooled)" then "rank - (6 captures pooled)")."""
     import shutil
-    import time
 
     copy = tmp_path / "result"
     shutil.copytree(repeated, copy)
     dirs = rank_dirs(copy)
     renamed = []
     for k, d in enumerate(dirs):
-        head, stamp = re.fullmatch(r"(.+_\d+)_(\d{17})_ascend_pt", d.name).groups()  # type: ignore[union-attr]
         if k >= 3:  # after the change: the same instant an hour earlier on the clock
-            before = time.mktime(time.strptime(stamp[:14], "%Y%m%d%H%M%S")) - 3600
-            stamp = time.strftime("%Y%m%d%H%M%S", time.localtime(before)) + stamp[14:]
-            d = d.rename(copy / f"{head}_{stamp}_ascend_pt")
+            d = _named_earlier(d, 3600)
         renamed.append(d)
-    assert sorted(renamed) != renamed  # the names no longer say the order
-    analysed = npuprof("analyse", str(copy), "--format", "json", timeout=120)
-    assert analysed.returncode == 0, analysed.stderr
-    (pooled,) = json.loads(analysed.stdout)["pooled"]
-    assert pooled["captures"] == [str(d) for d in renamed]
-    spans: dict[int, float] = {}
-    for d in renamed:
-        spans.update(_spans(d))
-    assert [s["step"] for s in pooled["steps"]] == sorted(spans)
+    _pooled_as_one_section_in_order(copy, renamed)
 
 
 def test_a_wall_clock_set_back_inside_the_job_keeps_its_captures_one_section(
@@ -133,7 +121,6 @@ def test_a_wall_clock_set_back_inside_the_job_keeps_its_captures_one_section(
     into two pooled sections, the later captures first. Its monotonic start (MonotonicTimeBegin, untouched
     here as the step leaves it) keeps them in order."""
     import shutil
-    import time
 
     copy = tmp_path / "result"
     shutil.copytree(repeated, copy)
@@ -148,18 +135,31 @@ def test_a_wall_clock_set_back_inside_the_job_keeps_its_captures_one_section(
                 int(record["start_info"]["collectionTimeBegin"]) - step_ns
             )
             info.write_text(json.dumps(record))
-            head, stamp = re.fullmatch(r"(.+_\d+)_(\d{17})_ascend_pt", d.name).groups()  # type: ignore[union-attr]
-            before = time.mktime(time.strptime(stamp[:14], "%Y%m%d%H%M%S")) - step_ns // 10**9
-            stamp = time.strftime("%Y%m%d%H%M%S", time.localtime(before)) + stamp[14:]
-            d = d.rename(copy / f"{head}_{stamp}_ascend_pt")
+            d = _named_earlier(d, step_ns // 10**9)
         renamed.append(d)
-    assert sorted(renamed) != renamed  # the names no longer say the order
-    analysed = npuprof("analyse", str(copy), "--format", "json", timeout=120)
+    _pooled_as_one_section_in_order(copy, renamed)
+
+
+def _named_earlier(rank_dir: Path, seconds: int) -> Path:
+    """``rank_dir`` renamed as if its local clock had read ``seconds`` earlier when it began."""
+    import time
+
+    head, stamp = re.fullmatch(r"(.+_\d+)_(\d{17})_ascend_pt", rank_dir.name).groups()  # type: ignore[union-attr]
+    before = time.mktime(time.strptime(stamp[:14], "%Y%m%d%H%M%S")) - seconds
+    stamp = time.strftime("%Y%m%d%H%M%S", time.localtime(before)) + stamp[14:]
+    return rank_dir.rename(rank_dir.parent / f"{head}_{stamp}_ascend_pt")
+
+
+def _pooled_as_one_section_in_order(result: Path, captures: list[Path]) -> None:
+    """``analyse`` of ``result`` pools ``captures`` (one process's, in the order they ran, which their names
+    no longer tell) into one section, in that order, every step of theirs in it."""
+    assert sorted(captures) != captures  # the names no longer say the order
+    analysed = npuprof("analyse", str(result), "--format", "json", timeout=120)
     assert analysed.returncode == 0, analysed.stderr
     (pooled,) = json.loads(analysed.stdout)["pooled"]
-    assert pooled["captures"] == [str(d) for d in renamed]
+    assert pooled["captures"] == [str(d) for d in captures]
     spans: dict[int, float] = {}
-    for d in renamed:
+    for d in captures:
         spans.update(_spans(d))
     assert [s["step"] for s in pooled["steps"]] == sorted(spans)
 

@@ -9,7 +9,9 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _forked_cli import npuprof  # report commands forked from a process that imported them: see its doc
@@ -276,27 +278,17 @@ def test_a_parse_whose_tables_another_failed_parse_deleted_is_not_marked_parsed(
     analyses): the one with the folder to itself failed (a full disk) and deleted every table there, those
     the other had written too; the other wrote the rest and analyse.done, and a set short of some tables
     looked parsed. It fails instead, without analyse.done, and says why."""
-    import fcntl
-
     from npuprof.analysis import parse
 
     rank_dir = write_rank_dir(tmp_path, cpu_trace())
     tables = rank_dir / "ASCEND_PROFILER_OUTPUT"
-    tables.mkdir()
-    real = parse.write_outputs
 
-    def beside_a_failing_parse(raw: Path, out_dir: Path, *args: object, **kwargs: object) -> list[str]:
-        written = real(raw, out_dir, *args, **kwargs)  # type: ignore[arg-type]
+    def a_failing_parse(out_dir: Path, written: list[str]) -> None:
         (out_dir / "kernel_details.csv").unlink()  # the other parse's drop_tables
-        return written
 
-    monkeypatch.setattr(parse, "write_outputs", beside_a_failing_parse)
-    fd = os.open(tables, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the other parse, at work
-        outcome = parse.parse_rank_dir(rank_dir)
-    finally:
-        os.close(fd)
+    outcome = _parsed_beside_another(
+        monkeypatch, parse, tables, a_failing_parse, lambda: parse.parse_rank_dir(rank_dir)
+    )
     assert outcome.status == "failed" and "deleted meanwhile by another parse" in outcome.reason, outcome
     assert str(tables / "kernel_details.csv") in outcome.reason, outcome.reason
     assert not (tables / "analyse.done").exists()
@@ -309,28 +301,13 @@ def test_a_parse_whose_tables_another_parse_replaced_whole_says_parsed_not_faile
     set of its own, analyse.done last: the capture was said "failed: deleted meanwhile by another parse
     ... that failed", though that parse had parsed it. It is said parsed by another process, its tables
     read as that parse left them."""
-    import fcntl
-
     from npuprof.analysis import parse
 
     rank_dir = write_rank_dir(tmp_path, cpu_trace())
     tables = rank_dir / "ASCEND_PROFILER_OUTPUT"
-    tables.mkdir()
-    real = parse.write_outputs
-
-    def beside_one_that_ended_well(raw: Path, out_dir: Path, *args: object, **kwargs: object) -> list[str]:
-        written = real(raw, out_dir, *args, **kwargs)  # type: ignore[arg-type]
-        (out_dir / "kernel_details.csv").unlink()  # set aside by the other parse, not yet its own in place
-        (out_dir / "analyse.done").write_text("the other parse's\n")  # which has ended once this one looks
-        return written
-
-    monkeypatch.setattr(parse, "write_outputs", beside_one_that_ended_well)
-    fd = os.open(tables, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the other parse, at work
-        outcome = parse.parse_rank_dir(rank_dir)
-    finally:
-        os.close(fd)
+    outcome = _parsed_beside_another(
+        monkeypatch, parse, tables, _one_that_ended_well, lambda: parse.parse_rank_dir(rank_dir)
+    )
     assert outcome.ok and outcome.status == "cached", outcome
     assert "parsed meanwhile by another process" in outcome.reason, outcome.reason
     assert "failed" not in outcome.reason, outcome.reason
@@ -342,32 +319,51 @@ def test_a_bare_traces_parse_whose_tables_another_parse_replaced_whole_says_pars
 ) -> None:
     """The same race for a bare trace's tables (``<trace>.npuprof/``): its parse was said "failed", and
     the error, an OSError, was taken for the folder's, so the tables were made again in scratch."""
-    import fcntl
-
     from npuprof.analysis import report
 
     trace = tmp_path / "t.pt.trace.json"
     trace.write_text(json.dumps(cpu_trace()))
     tables = tmp_path / ("t.pt.trace.json" + report.BARE_SUFFIX)
-    tables.mkdir()
-    real = report.write_outputs
-
-    def beside_one_that_ended_well(raw: Path, out_dir: Path, *args: object, **kwargs: object) -> list[str]:
-        written = real(raw, out_dir, *args, **kwargs)  # type: ignore[arg-type]
-        (out_dir / written[0]).unlink()  # set aside by the other parse, not yet its own in place
-        (out_dir / "analyse.done").write_text("the other parse's\n")  # which has ended once this one looks
-        return written
-
-    monkeypatch.setattr(report, "write_outputs", beside_one_that_ended_well)
-    fd = os.open(tables, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the other parse, at work
-        outcome, out_dir = report._parse_bare(trace, force=False, workers=1)
-    finally:
-        os.close(fd)
+    outcome, out_dir = _parsed_beside_another(
+        monkeypatch, report, tables, _one_that_ended_well, lambda: report._parse_bare(trace, False, 1)
+    )
     assert outcome.status == "cached" and out_dir == tables, (outcome, out_dir)
     assert "parsed meanwhile by another process" in outcome.reason, outcome.reason
     assert (tables / "analyse.done").read_text() == "the other parse's\n"
+
+
+def _parsed_beside_another(
+    monkeypatch: pytest.MonkeyPatch,
+    module: Any,
+    tables: Path,
+    the_other_did: Callable[[Path, list[str]], None],
+    parse: Callable[[], Any],
+) -> Any:
+    """What ``parse()`` gives while another parse holds ``tables`` (made here) and does ``the_other_did(out
+    dir, files written)`` to them once this one has written its own (``module.write_outputs``)."""
+    import fcntl
+
+    tables.mkdir()
+    real = module.write_outputs
+
+    def beside_the_other(raw: Path, out_dir: Path, *args: object, **kwargs: object) -> list[str]:
+        written = real(raw, out_dir, *args, **kwargs)
+        the_other_did(out_dir, written)
+        return written
+
+    monkeypatch.setattr(module, "write_outputs", beside_the_other)
+    fd = os.open(tables, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the other parse, at work
+        return parse()
+    finally:
+        os.close(fd)
+
+
+def _one_that_ended_well(out_dir: Path, written: list[str]) -> None:
+    """The other parse set this one's tables aside (one is gone, its own not yet in place) and ended well."""
+    (out_dir / written[0]).unlink()
+    (out_dir / "analyse.done").write_text("the other parse's\n")  # which has ended once this one looks
 
 
 def test_a_failed_forced_parse_of_symlinked_tables_leaves_no_link_aside(tmp_path: Path) -> None:

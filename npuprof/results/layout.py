@@ -519,20 +519,10 @@ def capture_began_ns(rank_dir: Path) -> int | None:
     ``start_info.collectionTimeBegin`` (torch_npu writes it too), else its name's local time; None when
     neither says. The name alone does not order a long job's captures: its local time goes back an hour
     at a daylight-saving change."""
-    try:
-        infos = sorted(p for p in rank_dir.iterdir() if _INFO_RE.match(p.name))
-    except OSError:
-        infos = []
-    for path in infos:
-        try:
-            began = read_json_record(path, 1 << 20)["start_info"]["collectionTimeBegin"]
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-        if isinstance(began, str) and began.isdigit():
-            began = int(began)
-        if isinstance(began, int) and not isinstance(began, bool) and began > 0:
-            # npuprof's are ns; a value of microseconds (msprof's unit) is made ns, so that both order alike
-            return began if began >= 10**17 else began * 1000
+    began = _start_info(rank_dir, "collectionTimeBegin", lowest=1)
+    if began is not None:
+        # npuprof's are ns; a value of microseconds (msprof's unit) is made ns, so that both order alike
+        return began if began >= 10**17 else began * 1000
     named = parse_rank_dir_name(rank_dir.name)
     if named is None:
         return None
@@ -549,19 +539,25 @@ def capture_began_monotonic_ns(rank_dir: Path) -> int | None:
     ``start_info.MonotonicTimeBegin`` (npuprof's agent writes it, agent/capture.py); None where none says.
     Unlike ``collectionTimeBegin`` it never steps back (an NTP or hand-set clock), so it orders one process's
     captures; it says nothing across processes, hosts or reboots."""
+    return _start_info(rank_dir, "MonotonicTimeBegin", lowest=0)
+
+
+def _start_info(rank_dir: Path, key: str, lowest: int) -> int | None:
+    """The first whole number of at least ``lowest`` (or a string of digits) under ``start_info.KEY`` of
+    ``rank_dir``'s profiler_info*.json files, in name order; None where none has one."""
     try:
         infos = sorted(p for p in rank_dir.iterdir() if _INFO_RE.match(p.name))
     except OSError:
         return None
     for path in infos:
         try:
-            began = read_json_record(path, 1 << 20)["start_info"]["MonotonicTimeBegin"]
+            value = read_json_record(path, 1 << 20)["start_info"][key]
         except (OSError, ValueError, KeyError, TypeError):
             continue
-        if isinstance(began, str) and began.isdigit():
-            began = int(began)
-        if isinstance(began, int) and not isinstance(began, bool) and began >= 0:
-            return began
+        if isinstance(value, str) and value.isdigit():
+            value = int(value)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= lowest:
+            return value
     return None
 
 
