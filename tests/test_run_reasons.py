@@ -1583,3 +1583,18 @@ def test_a_delay_under_step_on_names_where_its_clock_may_start(step_on: str, wak
     why = why_no_capture(ProfileConfig(delay=5.0, step_on=step_on), 0, lines)
     assert f"(the clock starts at `import torch`, or at {wake} when that comes first; " in why, why
     assert "the process that ran longest ended 1.0 s after it" in why, why
+
+
+def test_a_delay_already_under_the_jobs_time_is_not_advised_again() -> None:
+    """A job without optimizer steps that ran 0.8 s after `import torch`, most of it in the import, with
+    --delay 0: its window, due at once, could not open before the job ended (it opens outside any import),
+    and the last line advised "a --delay under that opens it" of a --delay 0 that had not."""
+    due = "--delay: the process ended before its window began: due 0 s after the agent woke, it ended "
+    why = why_no_capture(ProfileConfig(delay=0.0), 0, [READY, NO_OPTIMIZER, AGENT + due + "0.8 s after"])
+    assert why.startswith("the job ended before the --delay window began"), why
+    assert "a --delay under that opens it" not in why, why
+    assert "ended 0.8 s after it, past the window's start, before the window could open" in why, why
+    assert "--step-on MODULE:QUALNAME" in why, why
+    # a --delay longer than the job keeps its advice
+    longer = why_no_capture(ProfileConfig(delay=2.0), 0, [READY, NO_OPTIMIZER, AGENT + due + "0.8 s after"])
+    assert "ended 0.8 s after it: a --delay under that opens it" in longer, longer

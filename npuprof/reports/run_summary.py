@@ -1068,9 +1068,21 @@ def _delay_that_fits(said: list[tuple[str, str]], cfg: ProfileConfig) -> str:
     if counted and len(counted) < len(ran):
         one = len(counted) == 1
         which = "the process that counted steps" if one else "the last of the processes that counted steps"
-        return f" ({clock}; {which} ended {max(counted):.1f} s after it: a --delay under that opens it)"
-    longest = f"the process that ran longest ended {max(ran.values()):.1f} s after it"
-    return f" ({clock}; {longest}: a --delay under that opens it)"
+        ended = max(counted)
+        said_of = f"{which} ended {ended:.1f} s after it"
+    else:
+        ended = max(ran.values())
+        said_of = f"the process that ran longest ended {ended:.1f} s after it"
+    if (cfg.delay or 0.0) < ended:
+        # the window was due before the end and still did not open: it opens on the main thread, never inside
+        # an import (the clock starts inside torch's), the timer asking again every 0.2 s (agent/frames.py's
+        # PROFILER_UNSAFE; docs/architecture.md, "Time windows"): a shorter --delay would not help
+        return (
+            f" ({clock}; {said_of}, past the window's start, before the window could open: it opens on the "
+            "main thread outside any import, and the clock starts inside torch's; a job this short is "
+            "captured with --step-on MODULE:QUALNAME or the step schedule)"
+        )
+    return f" ({clock}; {said_of}: a --delay under that opens it)"
 
 
 def _counted_steps(said: list[tuple[str, str]]) -> set[str]:
