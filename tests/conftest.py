@@ -355,16 +355,43 @@ def run_capture(cmd: list[str], cwd: Path) -> None:
     raise AssertionError(f"capture failed: {proc.stderr[-2000:]}")
 
 
-@pytest.fixture(scope="session")
-def torchrun_capture(tmp_path_factory) -> Path:
-    """One 2-rank torchrun (gloo) capture of analyse_support/capture.py, rank 1's trace gzipped, made once
-    for the whole session: copy it before changing it (parsing writes into it)."""
-    root = tmp_path_factory.mktemp("torchrun")
+def made_once_for_the_session(tmp_path_factory: pytest.TempPathFactory, name: str, make: Any) -> Path:
+    """A directory ``make(dir)`` fills, made once for the whole session, pytest-xdist's workers included
+    (each would otherwise make its own: a torchrun capture is ~10 CPU-s). The workers' base temp dirs share
+    a parent (pytest-N/): the first worker to take the lock there makes it, the others wait on the lock and
+    reuse it. A make that fails leaves nothing behind: the next worker tries again (and fails alike)."""
+    import fcntl
+    import shutil
+
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        made = tmp_path_factory.mktemp(name)
+        make(made)
+        return made
+    shared = tmp_path_factory.getbasetemp().parent
+    made = shared / f"{name}.made"
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not made.is_dir():
+            making = shared / f"{name}.making"
+            shutil.rmtree(making, ignore_errors=True)
+            making.mkdir()
+            make(making)
+            making.rename(made)
+    return made
+
+
+def _make_torchrun_capture(root: Path) -> None:
     (root / "out").mkdir()
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
     run_capture([*cmd, str(ANALYSE_CAPTURE), str(root / "out"), "--gzip-rank", "1"], root)
     assert len(list((root / "out").glob("*_ascend_pt"))) == 2
-    return root / "out"
+
+
+@pytest.fixture(scope="session")
+def torchrun_capture(tmp_path_factory) -> Path:
+    """One 2-rank torchrun (gloo) capture of analyse_support/capture.py, rank 1's trace gzipped, made once
+    for the whole session (all workers): copy it before changing it (parsing writes into it)."""
+    return made_once_for_the_session(tmp_path_factory, "torchrun", _make_torchrun_capture) / "out"
 
 
 def run_on_thread(fn, name: str | None = None, timeout: float | None = None) -> int:
