@@ -871,3 +871,38 @@ def test_captures_without_ranks_are_not_told_to_pick_one_with_rank(tmp_path):
         assert proc.returncode == 1, proc.stderr
         latest = "give one of them, or --rank 0 for the latest (w_11_20260101000500000_ascend_pt)"
         assert latest in proc.stderr and "rank N" not in proc.stderr, proc.stderr
+
+
+def test_a_gpu_runs_stacks_under_the_npu_name_are_the_gpus_said_once_not_reported_ignored(tmp_path):
+    """`npuprof run --export-stacks self_npu_time_total` on a GPU was reported "ignored on the torch-cuda
+    backend" and wrote nothing, where `export-stacks --metric self_npu_time_total` of the same trace shows
+    the GPU's time (torch's export_stacks reads any device metric name as the device's) and the reverse on
+    torch_npu is taken. Taken on a GPU too: not in the ignored flags, and the post-processor writes the
+    GPU's time without saying again what the run said once. A CPU capture has no device: still ignored."""
+    from npuprof.agent.backends.torch_backend import TorchBackend
+    from npuprof.config import ProfileConfig
+    from npuprof.results.extras import finish_exports
+    from npuprof.results.handover import ExportsJob
+
+    def ignored(use_cuda: bool) -> list[str]:
+        backend = object.__new__(TorchBackend)  # no GPU here: the backend's name is what decides
+        backend.use_cuda, backend.name = use_cuda, "torch-cuda" if use_cuda else "torch-cpu"
+        cfg = ProfileConfig(with_stack=True, export_stacks=["self_npu_time_total", "self_cuda_time_total"])
+        return backend.ignored_flags(cfg)
+
+    assert ignored(use_cuda=True) == []
+    assert ignored(use_cuda=False) == [
+        "--export-stacks self_npu_time_total",
+        "--export-stacks self_cuda_time_total",
+    ]
+    cuda = synthetic_cuda.write(tmp_path / "w.1.pt.trace.json.gz", with_correlation=True, with_flows=True)
+    said: list[str] = []
+    job = ExportsJob(stacks=["self_npu_time_total", "self_cuda_time_total"])
+    written = finish_exports(tmp_path, cuda, job, lambda text, _level: said.append(text))
+    assert written == ["stacks_self_npu_time_total.folded", "stacks_self_cuda_time_total.folded"], said
+    npu, gpu = ((tmp_path / name).read_text() for name in written)
+    assert npu and npu == gpu
+    assert sum(int(line.rsplit(" ", 1)[1]) for line in npu.splitlines()) == pytest.approx(
+        synthetic_cuda.EXPECTED_DEVICE_TOTAL, abs=len(npu.splitlines())
+    )
+    assert not [line for line in said if "device time is shown" in line], said

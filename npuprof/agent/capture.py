@@ -485,10 +485,10 @@ def write_job_files(job: dict[str, Any], log: AgentLog) -> None:
 def metric_fits(metric: str, backend: str) -> bool:
     if metric == "self_cpu_time_total":
         return True
-    if metric == "self_cuda_time_total":
-        # torch reads its device metric names as the device's time, an NPU's too (README, "export-stacks")
-        return backend in ("torch-cuda", "torch_npu")
-    return backend == "torch_npu"
+    # torch reads any of its device metric names as the device's time, a GPU's or an NPU's (README,
+    # "export-stacks"): a device metric fits every backend with a device, and the run says once which
+    # device's time is shown where the name is the other device's (CaptureWriter._extras)
+    return backend in ("torch-cuda", "torch_npu")
 
 
 def _steps_text(steps: list[int]) -> str:

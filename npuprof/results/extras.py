@@ -134,7 +134,8 @@ def _stacks(
             say(not_produced(name, str(exc), fix), "WARNING")
             continue
         for note in folded.notes:
-            if note != other_device_line(metric, npu=True):  # the run said it once (CaptureWriter._extras)
+            # the run said it once (CaptureWriter._extras), on an NPU or a GPU
+            if note not in (other_device_line(metric, npu=True), other_device_line(metric, npu=False)):
                 say(f"{name}: {note}", "WARNING")
         if not text:
             say(not_produced(name, "the trace holds no time for this metric"), "WARNING")
