@@ -52,6 +52,7 @@ def main() -> None:
             del buffer
         optimizer.step()
     print(f"trained {steps} steps", flush=True)
+    gc.freeze()  # torch's objects kept out of the interpreter's last collection, as tests/scripts/trainer.py
     sys.exit(exit_code)
 
 
