@@ -380,6 +380,15 @@ def made_once_for_the_session(tmp_path_factory: pytest.TempPathFactory, name: st
     return made
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _stacks_captures_shared_by_the_workers(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """stacks_support's real captures made once for all xdist workers (made_once_for_the_session's way)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        import stacks_support
+
+        stacks_support.SHARED_ROOT = tmp_path_factory.getbasetemp().parent
+
+
 def _make_torchrun_capture(root: Path) -> None:
     (root / "out").mkdir()
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
