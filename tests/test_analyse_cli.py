@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from _forked_cli import npuprof  # report commands forked from a process that imported them: see its doc
 from analyse_support.handmade import cpu_trace, write_rank_dir
-from conftest import ANALYSE_CAPTURE, clean_env, run_capture, run_trainer, sched
+from conftest import clean_env, run_trainer, sched
 
 
 @pytest.fixture(scope="session")
@@ -26,11 +26,16 @@ def two_ranks(torchrun_capture: Path, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def one_rank(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("single")
-    (root / "out").mkdir()
-    run_capture([sys.executable, str(ANALYSE_CAPTURE), str(root / "out")], root)
-    return root / "out"
+def one_rank(torchrun_capture: Path, tmp_path_factory) -> Path:
+    """A directory holding one real CPU capture alone: rank 0 of the session's torchrun capture (its trace
+    plain: rank 1's is gzipped), a copy. Its own capture process (a torch import, ~3 CPU-s) gave the tests
+    that read it nothing that capture has not."""
+    (rank0,) = [d for d in torchrun_capture.glob("*_ascend_pt") if (d / "profiler_info_0.json").is_file()]
+    assert list(rank0.glob("*.pt.trace.json")), sorted(p.name for p in rank0.iterdir())
+    copy = tmp_path_factory.mktemp("single") / "out"
+    copy.mkdir()
+    shutil.copytree(rank0, copy / rank0.name)
+    return copy
 
 
 def _union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -257,7 +262,7 @@ def test_one_rank_bad_and_interrupted(one_rank: Path, tmp_path: Path) -> None:
     (cut / "npuprof_capture.json").write_text(json.dumps({"status": "capturing"}))
     for trace in cut.glob("*.pt.trace.json"):  # killed while it wrote: a whole trace means a finished capture
         trace.write_bytes(trace.read_bytes()[:-40])
-    # three unrelated sources (a single-process run, foreign rank dirs): --run all reports them together
+    # three unrelated sources (a capture alone, foreign rank dirs): --run all reports them together
     proc = npuprof("analyse", str(root), "--format", "json", "--run", "all")
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
