@@ -14,10 +14,11 @@ from types import SimpleNamespace
 import pytest
 from _forked_cli import npuprof  # report commands forked from a process that imported them: see its doc
 
-from tests.conftest import capture_record, clean_env, rank_dirs, run_script, sched
+from tests.conftest import capture_record, clean_env, forked_job, rank_dirs, run_script, sched
 
 # a job that times each of its steps itself, from zero_grad to the return of optimizer.step()
-# (npuprof's step boundary, and so the capture's end, runs inside optimizer.step)
+# (npuprof's step boundary, and so the capture's end, runs inside optimizer.step); STEPS of them, their
+# times into the file OWN
 TIMED_JOB = textwrap.dedent(
     """
     import json, sys, time
@@ -28,30 +29,52 @@ TIMED_JOB = textwrap.dedent(
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x = torch.randn(32, 128)
     own = {}
-    for step in range(10):
+    for step in range(STEPS):
         began = time.perf_counter()
         opt.zero_grad()
         model(x).square().mean().backward()
         opt.step()
         own[step] = (time.perf_counter() - began) * 1e6
-    model(x).sum()  # step 10, which the job's end cuts, ran something: never a stub (report.trailing_stub)
-    json.dump(own, open(sys.argv[0] + ".steps.json", "w"))
+    model(x).sum()  # step STEPS, which the job's end cuts, ran something: never a stub (report.trailing_stub)
+    json.dump(own, open(OWN, "w"))
     import gc; gc.freeze()  # skip the exit-time collection over torch's objects (atexit runs before it)
     """
 )
 
 
+def _timed_job(steps: int, own: Path) -> str:
+    return TIMED_JOB.replace("STEPS", str(steps)).replace("OWN", repr(str(own)))
+
+
+# One run for the module's captures of TIMED_JOB, each process a scenario of conftest.forked_job (a fresh
+# training process to npuprof, forked from a job that imported torch once): skip 3, warm up 1, record 3, up
+# to four times, with stacks
+TIMED_FLAGS = [*sched(3, 1, 3), "--repeat", "4", "--with-stack"]
+
+
 @pytest.fixture(scope="module")
 def timed_run(tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
-    """TIMED_JOB's 10 steps under skip 3, warm-up 1, record 3, twice (--with-stack): a capture of steps 4-6
-    that a step boundary ends, then one of steps 8-10 that the job's end ends, inside step 10. Each capture
-    analysed alone."""
+    """TIMED_FLAGS over two processes of TIMED_JOB. "timed": 10 steps, two captures, each analysed alone
+    (``captures``, ``own``): one of steps 4-6 that a step boundary ends, then one of steps 8-10 that the
+    job's end ends, inside step 10. "pooled": 19 steps, four captures (``pooled``: their rank dirs), the
+    last, of steps 16-18, ended by a step boundary."""
     tmp_path = tmp_path_factory.mktemp("timed")
-    proc, out = run_script(tmp_path, TIMED_JOB, *sched(3, 1, 3), "--repeat", "2", "--with-stack")
+    own = {name: tmp_path / f"{name}.steps.json" for name in ("timed", "pooled")}
+    scenarios = {"timed": _timed_job(10, own["timed"]), "pooled": _timed_job(19, own["pooled"])}
+    command, pids_file = forked_job(tmp_path, scenarios)
+    out = tmp_path / "out"
+    proc = npuprof("run", "-o", str(out), *TIMED_FLAGS, "--", *command, timeout=240)
     assert proc.returncode == 0, proc.stderr
-    first, second = sorted(((capture_record(d), d) for d in rank_dirs(out)), key=lambda c: c[0]["steps"])
-    own = {int(k): v for k, v in json.loads((tmp_path / "job.py.steps.json").read_text()).items()}
-    return SimpleNamespace(captures=[first, second], own=own)
+    pids = json.loads(pids_file.read_text())
+    of: dict[str, list[tuple[dict, Path]]] = {name: [] for name in scenarios}
+    for rank_dir in rank_dirs(out):
+        record = capture_record(rank_dir)
+        (name,) = [name for name, pid in pids.items() if pid == record["pid"]]
+        of[name].append((record, rank_dir))
+    first, second = sorted(of["timed"], key=lambda c: c[0]["steps"])
+    mine = {int(k): v for k, v in json.loads(own["timed"].read_text()).items()}
+    pooled = [d for _r, d in sorted(of["pooled"], key=lambda c: c[0]["steps"][0])]
+    return SimpleNamespace(captures=[first, second], own=mine, pooled=pooled)
 
 
 def _analysed(rank_dir: Path) -> tuple[dict, str]:
@@ -118,13 +141,13 @@ def test_a_capture_the_job_ended_inside_has_no_step_boundary_to_add_its_end_to(
     assert rank["step_time_mean_us"] == pytest.approx(sum(everything) / 3, abs=0.01)
 
 
-def test_a_pooled_section_says_its_last_captures_end(tmp_path: Path) -> None:
+def test_a_pooled_section_says_its_last_captures_end(timed_run: SimpleNamespace, tmp_path: Path) -> None:
     """helper-95: with more than 3 captures of one process (pooled into one section), the note on the
     capture's end was gone; its timer's last step of a capture read 23 ms against 5.9 in the table. The
     section now names the last capture's end, and says each capture's last step pays its own."""
-    flags = ["--skip-first", "0", "--warmup", "1", "--active", "1", "--repeat", "4"]
-    proc, out = run_script(tmp_path, TIMED_JOB, *flags)
-    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "out"  # that process's captures alone (the run's other process has its own sections)
+    for rank_dir in timed_run.pooled:
+        shutil.copytree(rank_dir, out / rank_dir.name)
     records = sorted((capture_record(d) for d in rank_dirs(out)), key=lambda r: r["steps"][0])
     assert len(records) == 4, records
     last = records[-1]
