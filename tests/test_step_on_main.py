@@ -8,6 +8,7 @@ so a missed or doubled return would shift them."""
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
@@ -205,14 +206,79 @@ import gc; gc.freeze()  # skip the exit-time collection over torch's objects
 """
 
 
-def test_a_function_defined_again_is_followed(tmp_path: Path) -> None:
+def _forked_mains(root: Path, scenarios: dict[str, str], target: str) -> tuple[list[str], Path]:
+    """conftest.forked_job for `--step-on __main__:TARGET` (whose placeholder npuprof's bootstrap puts in
+    the process's own __main__, not in forked_job's fresh namespace): a job that imports torch once, then
+    runs each scenario, written to ROOT/NAME.py, in a child forked one after the other, as the __main__ of
+    that child (the job's own names taken out of it, npuprof's placeholder for TARGET left in: a fresh
+    process whose script has not yet bound TARGET); the parent never binds TARGET, and drops the
+    placeholder before its exit (a name never defined would be reported). Its command line, and the JSON
+    file that gets each scenario's pid; the job fails naming each scenario that failed."""
+    pids, script = root / "pids.json", root / "forked_mains.py"
+    paths = {name: str(root / f"{name}.py") for name in scenarios}
+    for name, source in scenarios.items():
+        Path(paths[name]).write_text(source)
+    script.write_text(
+        "import gc, json, os, sys, threading\n"
+        "import torch, torch._dynamo  # torch.optim's first use imports it: once here, not in each child\n"
+        "assert threading.active_count() == 1, threading.enumerate()  # nothing of the parent's runs on\n"
+        "\n"
+        "def run_as_main(path, target, sys=sys):\n"
+        "    main = sys.modules['__main__'].__dict__\n"
+        "    for name in [n for n in main if n != target and n[:2] != '__']:\n"
+        "        del main[name]\n"
+        "    main['__file__'], sys.argv = path, [path]\n"
+        "    exec(compile(open(path).read(), path, 'exec'), main)\n"
+        "    sys.exit(0)\n"
+        "\n"
+        f"scenarios, target, pids, failed = {paths!r}, {target!r}, {{}}, []\n"
+        "for scenario, path in scenarios.items():\n"
+        "    sys.stdout.flush(); sys.stderr.flush()\n"
+        "    gc.freeze()  # the parent's objects out of the child's collections (see conftest.forked_job)\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        run_as_main(path, target)\n"
+        "    pids[scenario] = pid\n"
+        "    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])\n"
+        "    if code:\n"
+        "        failed.append(f'{scenario} (exit code {code})')\n"
+        "globals().pop(target, None)\n"
+        f"json.dump(pids, open({str(pids)!r}, 'w'))\n"
+        "if failed:\n"
+        "    sys.exit('scenarios failed: ' + ', '.join(failed))\n"
+    )
+    return [sys.executable, str(script)], pids
+
+
+@pytest.fixture(scope="module")
+def redefined_and_raced(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[subprocess.CompletedProcess[str], Path, dict[str, int]]:
+    """REDEFINED and RACED as two forked children of one job (_forked_mains), each the __main__ of its
+    process, `--step-on __main__:train_step`, skip 2, warm up 1, record 2 (the flags each had as a job of
+    its own): the result, the output directory and each scenario's pid."""
+    root = tmp_path_factory.mktemp("redefined_and_raced")
+    command, pids = _forked_mains(root, {"redefined": REDEFINED, "raced": RACED}, "train_step")
+    proc = _run(root / "out", "train_step", (2, 1, 2), command)
+    return proc, root / "out", json.loads(pids.read_text()) if pids.exists() else {}
+
+
+def _captures_of(out: Path, pid: int) -> list[Path]:
+    return [d for d in rank_dirs(out) if capture_record(d)["pid"] == pid]
+
+
+def _log_of(out: Path, pid: int) -> str:
+    lines = (out / "npuprof.log").read_text().splitlines()
+    return "\n".join(line for line in lines if f"[agent pid={pid} " in line)
+
+
+def test_a_function_defined_again_is_followed(redefined_and_raced) -> None:
     """The script binds the name twice: the first def woke the agent, the second replaced its wrapper;
-    the steps are the second function's returns (they were not counted at all)."""
-    script = tmp_path / "train.py"
-    script.write_text(REDEFINED)
-    proc = _run(tmp_path / "out", "train_step", (2, 1, 2), [sys.executable, str(script)])
+    the steps are the second function's returns (they were not counted at all). (REDEFINED is the child
+    "redefined" of the job of redefined_and_raced, with its flags as they were.)"""
+    proc, out, pid_of = redefined_and_raced
     assert proc.returncode == 0, proc.stderr
-    (rank_dir,) = rank_dirs(tmp_path / "out")
+    (rank_dir,) = _captures_of(out, pid_of["redefined"])
     _assert_steps_are_calls(rank_dir, _expected(2, 1, 2))
 
 
@@ -327,20 +393,26 @@ for _ in range(12):
 """
 
 
-def test_a_definition_while_another_thread_collects_is_not_said_seen_late(tmp_path: Path) -> None:
+def test_a_definition_while_another_thread_collects_is_not_said_seen_late(redefined_and_raced) -> None:
     """The placeholder freed by the script's def while another thread's collection ran (its callbacks or
     finalizers let go of the GIL) was taken for one freed by that collection: the run's end said npuprof
     saw train_step only at a collection after its def, calls before uncounted, and to define it before
-    the first @torch.jit.script function, of a job with no jit that had every call counted."""
-    script = tmp_path / "train.py"
-    script.write_text(RACED)
-    proc = _run(tmp_path / "out", "train_step", (2, 1, 2), [sys.executable, str(script)])
+    the first @torch.jit.script function, of a job with no jit that had every call counted. (RACED is the
+    child "raced" of the job of redefined_and_raced, with its flags as they were: nothing of the run says
+    it.)"""
+    proc, out, pid_of = redefined_and_raced
     assert proc.returncode == 0, proc.stderr
     assert "garbage collection" not in proc.stderr and "not counted" not in proc.stderr, proc.stderr
-    log = (tmp_path / "out" / "npuprof.log").read_text()
+    log = _log_of(out, pid_of["raced"])
     assert "steps counted in this process: 12" in log, log
-    assert len(rank_dirs(tmp_path / "out")) == 1, proc.stderr
+    assert len(_captures_of(out, pid_of["raced"])) == 1, proc.stderr
 
+
+# A schedule whose window never begins in the plain-Python jobs below (12 calls; step 12 begins at the 12th
+# return, and would be recorded as the partial step after it under --skip-first 12), which read no
+# capture: the agent wakes, counts and logs as under a window within them, and never imports torch for a
+# capture (~3 CPU-s a job; tests/_standin_jobs.py)
+PAST_THE_END = (13, 0, 1)
 
 PAIRED = """
 import gc
@@ -377,7 +449,7 @@ def test_the_jobs_own_gc_callback_gets_both_phases_of_the_collection_npuprof_wak
     the collection before)."""
     script = tmp_path / "train.py"
     script.write_text(PAIRED)
-    proc = _run(tmp_path / "out", "train_step", (2, 1, 2), [sys.executable, str(script)])
+    proc = _run(tmp_path / "out", "train_step", PAST_THE_END, [sys.executable, str(script)])
     assert proc.returncode == 0, proc.stderr
     assert "phases: ['start', 'stop']\n" in proc.stdout, proc.stdout
     assert "only at a garbage collection after it" in " ".join(proc.stderr.split()), proc.stderr
@@ -420,7 +492,7 @@ def test_a_name_bound_inside_a_gc_callback_skips_no_callback_after_it(tmp_path: 
     the binder moved into its place and was skipped, getting that collection's 'stop' without its 'start'."""
     script = tmp_path / "train.py"
     script.write_text(BOUND_IN_A_CALLBACK)
-    proc = _run(tmp_path / "out", "train_step", (2, 1, 2), [sys.executable, str(script)])
+    proc = _run(tmp_path / "out", "train_step", PAST_THE_END, [sys.executable, str(script)])
     assert proc.returncode == 0, proc.stderr
     assert "phases: ['start', 'stop']\n" in proc.stdout, proc.stdout
     log = (tmp_path / "out" / "npuprof.log").read_text()
