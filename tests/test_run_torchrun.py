@@ -36,20 +36,26 @@ def _once_more_on_torch_abort(run: Callable[[], Any], out: Path) -> Any:
     return result
 
 
-def _job_with_a_rank_that_never_steps(never: int, late: int | None = None) -> str:
+def _job_with_a_rank_that_never_steps(never: int, late: int, first: int, stepped: Path) -> str:
     """A gloo job whose rank ``never`` loads its data, finds none, and leaves without a step, the others
-    stepping 8 times (rank ``late`` a second after the rest)."""
+    stepping 8 times, rank ``late`` only once rank ``first`` has stepped (and so met any warning of
+    npuprof's capture first): it creates ``stepped``, for which rank ``late`` waits (60 s at most). (A
+    second's sleep of rank ``late`` left the order to the host's load.)"""
     return (
         "import os, time, torch, torch.distributed as dist\n"
         'dist.init_process_group("gloo")\n'
         "rank = dist.get_rank()\n"
         f"if rank == {late}:\n"
-        "    time.sleep(1.0)\n"
+        "    deadline = time.monotonic() + 60\n"
+        f"    while not os.path.exists({str(stepped)!r}) and time.monotonic() < deadline:\n"
+        "        time.sleep(0.01)\n"
         "model = torch.nn.Linear(8, 8)\n"
         "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
         f"if rank != {never}:\n"
         "    for _ in range(8):\n"
         "        opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
+        f"if rank == {first}:\n"
+        f"    open({str(stepped)!r}, 'w').close()\n"
         "dist.barrier()\n"
         "dist.destroy_process_group()\n"
         "os._exit(0)\n"
@@ -183,12 +189,19 @@ def four_ranks_under_srun(
     the four (a rank costs less than a second job)."""
     root = tmp_path_factory.mktemp("four_ranks")
     script, out = root / "four_ranks.py", root / "out"
-    script.write_text(_job_with_a_rank_that_never_steps(2, late=0))  # rank 1 meets npuprof's warning first
+    # rank 1 meets npuprof's warning first: rank 0 steps once it has stepped
+    stepped = root / "stepped"
+    script.write_text(_job_with_a_rank_that_never_steps(2, late=0, first=1, stepped=stepped))
     torchrun = [*TORCHRUN[:-1], "4", "--local-ranks-filter", "0", str(script)]
     flags = [*sched(2, 1, 2), "--ranks", f"0-2,{SRUN_NODE}", "--op-attr", "--no-analyse"]
     args = ["run", "-o", str(out), *flags, "--", *torchrun]
     env = clean_env(SLURM_PROCID=str(SRUN_NODE))
-    return _once_more_on_torch_abort(lambda: npuprof(*args, env=env, timeout=180), out), out
+
+    def run() -> subprocess.CompletedProcess[str]:
+        stepped.unlink(missing_ok=True)  # a second run's rank 0 waits for its own rank 1
+        return npuprof(*args, env=env, timeout=180)
+
+    return _once_more_on_torch_abort(run, out), out
 
 
 def test_a_rank_that_never_reaches_a_step_is_said_in_the_summary(
