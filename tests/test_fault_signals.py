@@ -147,7 +147,9 @@ def _script(tmp_path: Path, name: str, body: str) -> Path:
     return path
 
 
-def _forked_job(root: Path, scenarios: dict[str, str], codes: dict[str, int], end: int) -> list[str]:
+def _forked_job(
+    root: Path, scenarios: dict[str, str], codes: dict[str, int], end: int, group_sigterms: bool = False
+) -> list[str]:
     """A job that imports torch once, then runs each scenario's script in a child of its own, forked one
     after the other: a fresh training process to npuprof (it counts its own steps, records its own
     captures, installs its own SIGTERM handler), which ends as the script does (sys.exit: atexit runs; or a
@@ -155,18 +157,24 @@ def _forked_job(root: Path, scenarios: dict[str, str], codes: dict[str, int], en
     Each scenario's [pid, exit code as os.waitstatus_to_exitcode gives it] go to root/pids.json (_forked).
     A child whose code is not its ``codes`` entry makes the job exit 99, naming it; else the job ends with
     ``end`` (an exit code, or minus a signal it dies of), so that npuprof's exit status still shows it.
-    The job's command line."""
+    ``group_sigterms``: the test sends SIGTERMs that npuprof passes on to the job's process group, the
+    job's own first process among them: it ignores them while its children run, each of which starts with
+    SIGTERM at its default, as a fresh process does. The job's command line."""
     script = root / "forked_job.py"
     script.write_text(
         "import gc, json, os, signal, sys\n"
         "import torch, torch._dynamo  # torch.optim's first use imports it: once here, not in each child\n"
         f"scenarios, codes, tried, failed = {scenarios!r}, {codes!r}, {{}}, []\n"
+        f"if {group_sigterms}:\n"
+        "    signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
         "for scenario, source in scenarios.items():\n"
         "    for stream in (sys.stdout, sys.stderr):\n"
         "        print(f'--- scenario {scenario} ---', file=stream, flush=True)\n"
         "    gc.freeze()  # the parent's objects out of the child's collections (see conftest.forked_job)\n"
         "    pid = os.fork()\n"
         "    if pid == 0:\n"
+        f"        if {group_sigterms}:\n"
+        "            signal.signal(signal.SIGTERM, signal.SIG_DFL)\n"
         "        exec(compile(source, scenario + '.py', 'exec'), {'__name__': '__main__'})\n"
         "        sys.exit(0)\n"
         "    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])\n"
@@ -559,46 +567,74 @@ _LOADER_TRAINING = (
 )
 
 
-def _sigterm_during_the_export(out: Path, script: Path) -> tuple[int, str]:
-    """``npuprof run`` of the script, recording steps 4-123, sent SIGTERM when torch's temporary trace file
-    appears: npuprof's exit status and stderr."""
+_EXPORT_SCENARIOS = ("handles-it", "no-handler")
+
+
+@pytest.fixture(scope="module")
+def export_sigterm_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One `npuprof run` (--with-stack --record-shapes, skip 3, warm up 1, record 120: steps 4-123) of a
+    _forked_job (group_sigterms) whose children, one after the other, are the _LOADER_TRAINING scripts of
+    the two tests of a group SIGTERM during the trace export: "handles-it" with its own graceful SIGTERM
+    handler (writes root/stopped, sys.exit(0)), "no-handler" without (it dies of it); each sent SIGTERM
+    through npuprof (passed on to the job's process group, DataLoader workers and all) when torch's
+    temporary trace file of its own capture appears. The job then dies of SIGTERM (npuprof's 143). Its exit
+    status, output, output directory and root (_forked). (Each was a job of its own.)"""
+    root = tmp_path_factory.mktemp("export_sigterm")
+    out = root / "result"
+    graceful = (
+        "import signal, sys, torch\n"
+        "def graceful(signum, frame):\n"
+        f"    open({str(root / 'stopped')!r}, 'w').write('graceful'); sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, graceful)\n"
+    )
+    started = "import os\n" + "open({!r} + '.' + {!r}, 'w').write(str(os.getpid()))\n"
+    scenarios = {
+        name: started.format(str(root / "pid"), name)
+        + (graceful if name == "handles-it" else "import torch\n")
+        + _LOADER_TRAINING
+        for name in _EXPORT_SCENARIOS
+    }
+    codes = {"handles-it": 0, "no-handler": -signal.SIGTERM}
+    job = _forked_job(root, scenarios, codes, -signal.SIGTERM, group_sigterms=True)
     flags = ("--no-analyse", "--with-stack", "--record-shapes", *sched(3, 1, 120))
 
-    def exporting() -> bool:  # torch's trace, not the capture record npuprof writes at its start
-        return any(p.name.endswith(".tmp") for p in out.glob("*_ascend_pt/.*.pt.trace.json.*"))
+    def exporting(name: str) -> bool:  # torch's trace, not the capture record npuprof writes at its start
+        pid_file = root / f"pid.{name}"
+        if not (pid_file.exists() and pid_file.read_text()):
+            return False
+        its_dirs = f"*_{pid_file.read_text()}_*_ascend_pt/.*.pt.trace.json.*"  # HOST_PID_TIME_ascend_pt
+        return any(p.name.endswith(".tmp") for p in out.glob(its_dirs))
 
-    with _launched("run", "-o", str(out), *flags, "--", sys.executable, str(script)) as launcher:
-        _wait_for(exporting, "torch's trace export", limit_s=120)
-        launcher.send_signal(signal.SIGTERM)
-        _, err = launcher.communicate(timeout=120)
-    return launcher.returncode, err
+    with _launched("run", "-o", str(out), *flags, "--", *job) as launcher:
+        for name in _EXPORT_SCENARIOS:
+            _wait_for(lambda n=name: exporting(n), f"torch's trace export of {name}", limit_s=120)
+            launcher.send_signal(signal.SIGTERM)
+        stdout, stderr = launcher.communicate(timeout=120)
+    return {"rc": launcher.returncode, "stdout": stdout, "stderr": stderr, "out": out, "root": root}
+
+
+def _loader_steps(d: Path) -> list[int]:
+    return sorted(
+        int(e["name"][13:]) for e in load_trace(d)["traceEvents"] if e["name"].startswith("ProfilerStep#")
+    )
 
 
 def test_a_group_sigterm_during_the_trace_export_of_a_script_that_handles_it_keeps_the_capture(
-    out: Path, tmp_path: Path
+    export_sigterm_run: dict,
 ) -> None:
     """helper-107: a script with its own SIGTERM handler (a graceful stop: sys.exit(0)) and DataLoader
     workers, sent a group SIGTERM while torch wrote the trace: its handler, or torch's SIGCHLD check once
     the workers had died, raised inside the export, and the capture of 120 steps was lost ("incomplete",
     its trace never written). The script's handlers now run when npuprof's step boundary returns to the
-    script: the capture is whole, and the script stops as it chose, with its exit code."""
-    stopped = tmp_path / "stopped"
-    script = _script(
-        tmp_path,
-        "graceful_loader.py",
-        "import signal, sys, torch\n"
-        "def graceful(signum, frame):\n"
-        f"    open({str(stopped)!r}, 'w').write('graceful'); sys.exit(0)\n"
-        "signal.signal(signal.SIGTERM, graceful)\n" + _LOADER_TRAINING,
-    )
-    returncode, err = _sigterm_during_the_export(out, script)
-    assert returncode == 0 and stopped.read_text() == "graceful", err[-2000:]
-    (d,) = rank_dirs(out)
+    script: the capture is whole, and the script stops as it chose, with its exit code.
+    (export_sigterm_run's 'handles-it' child: its exit code, its section of stderr, its capture.)"""
+    _, code, _, err, dirs = _forked(export_sigterm_run, "handles-it")
+    stopped = export_sigterm_run["root"] / "stopped"
+    assert code == 0 and stopped.read_text() == "graceful", err[-2000:]
+    (d,) = dirs
     record = capture_record(d)
     assert record["status"] == "complete" and record["steps"] == list(range(4, 124)), record
-    steps = sorted(
-        int(e["name"][13:]) for e in load_trace(d)["traceEvents"] if e["name"].startswith("ProfilerStep#")
-    )
+    steps = _loader_steps(d)
     assert steps == list(range(4, 124)), steps
     # Nothing raised through npuprof's code. (The workers' deaths may still reach torch's SIGCHLD check in
     # the DataLoader's own shutdown as the script exits, "Exception ignored in ... __del__", as they do
@@ -1460,30 +1496,28 @@ def test_sigterm_to_a_job_with_dataloader_workers_keeps_the_capture(out: Path, t
 
 
 def test_a_group_sigterm_during_the_trace_export_with_dataloader_workers_keeps_the_capture(
-    out: Path, tmp_path: Path
+    export_sigterm_run: dict,
 ) -> None:
     """helper-106: the same SIGTERM arriving while torch writes the trace is held until the export ends;
     torch's SIGCHLD handler still raised as the export returned, once the workers had died of it, and the
     job lost its capture and died of SIGSEGV (bare: SIGTERM). The other handlers are quieted as the SIGTERM
-    is held. The SIGTERM is sent when torch's temporary trace file appears."""
-    script = _script(
-        tmp_path,
-        "loader_export.py",
-        "import torch\n" + _LOADER_TRAINING,
-    )
-    returncode, err = _sigterm_during_the_export(out, script)
-    assert returncode == -signal.SIGTERM, err[-2000:]
-    assert "exit code of the job: 143" in err, err[-2000:]
-    (d,) = rank_dirs(out)
+    is held. The SIGTERM is sent when torch's temporary trace file appears. (export_sigterm_run's
+    'no-handler' child: its exit code, its section of stderr, its log lines, its capture; the job dies of
+    SIGTERM as it did, npuprof's 143, only when each child ended as it should.)"""
+    pid, code, _, err, dirs = _forked(export_sigterm_run, "no-handler")
+    assert code == -signal.SIGTERM, (code, err[-2000:])
+    assert export_sigterm_run["rc"] == -signal.SIGTERM, export_sigterm_run["stderr"][-2000:]
+    assert "exit code of the job: 143" in export_sigterm_run["stderr"], export_sigterm_run["stderr"][-2000:]
+    (d,) = dirs
     record = capture_record(d)
     assert record["status"] == "complete" and record["steps"] == list(range(4, 124)), record
-    log = (out / "npuprof.log").read_text()
-    assert "DataLoader worker" not in log and "DataLoader worker" not in err, log
+    # its agent's lines (the other child's, whose handler exits, may log its workers' deaths at its exit)
+    log = [line for line in _log(export_sigterm_run["out"]).splitlines() if f"[agent pid={pid} " in line]
+    assert log and not [line for line in log if "DataLoader worker" in line], log
+    assert "DataLoader worker" not in err, err[-3000:]
     # helper-107: SIGCHLD set to SIG_DFL with one pending printed "Signal 17 ignored due to race condition"
     assert "Traceback" not in err and "race condition" not in err, err[-3000:]
-    steps = sorted(
-        int(e["name"][13:]) for e in load_trace(d)["traceEvents"] if e["name"].startswith("ProfilerStep#")
-    )
+    steps = _loader_steps(d)
     assert steps == list(range(4, 124)), steps
 
 
