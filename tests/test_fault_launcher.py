@@ -634,7 +634,7 @@ def test_an_environment_near_the_exec_limit_starts_the_job_as_it_would_without_n
         "for _ in range(3):\n"
         "    model(torch.randn(2, 4)).sum().backward(); opt.step(); opt.zero_grad()\n"
         "import signal\n"
-        "print('trained', sorted(signal.pthread_sigmask(signal.SIG_BLOCK, [])))\n"
+        "print('trained', sorted(signal.pthread_sigmask(signal.SIG_BLOCK, [])))\n" + FREEZE_AT_EXIT
     )
     probe.write_text("")
     base = clean_env()
