@@ -4,6 +4,7 @@ wakes npuprof's agent too) records nothing and ends as it would without npuprof 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import subprocess
 import sys
@@ -45,17 +46,25 @@ def test_a_time_window_records_the_training_process_not_its_dataloader_worker(tm
     assert capture_record(rank_dir)["status"] == "complete"
 
 
+def _torch_file(*parts: str) -> str:
+    """The path of one of torch's own modules, as its ``__file__`` (a frame's co_filename) gives it, found
+    without importing torch (1.7 CPU-s in this test process: only the file names are at stake here)."""
+    spec = importlib.util.find_spec("torch")  # a top-level package: found, not imported
+    assert spec is not None and spec.submodule_search_locations
+    path = os.path.join(spec.submodule_search_locations[0], *parts)
+    assert os.path.isfile(path), path
+    return path
+
+
 def test_the_timer_never_signals_into_distributed_set_up_or_a_spawn_parent() -> None:
     """A --delay kick (a signal every 0.2 s) broke torch.distributed's connect with EINTR (c10d retried
     with a growing back-off: rank start-up 9 s -> 14 s), and opened an empty window in a
     torch.multiprocessing.spawn parent that only waits for its ranks; a rank (spawn's _wrap) may be
     kicked once it is past its set-up."""
-    import importlib
-
     from npuprof.agent.window_plan import in_a_wait_a_signal_breaks
 
-    c10d = importlib.import_module("torch.distributed.distributed_c10d").__file__
-    spawn = importlib.import_module("torch.multiprocessing.spawn").__file__
+    c10d = _torch_file("distributed", "distributed_c10d.py")
+    spawn = _torch_file("multiprocessing", "spawn.py")
     user = ("/home/me/train.py", "main")
     assert "init_process_group" in in_a_wait_a_signal_breaks([(c10d, "init_process_group"), user])
     assert "spawn" in in_a_wait_a_signal_breaks([(spawn, "join"), (spawn, "start_processes"), user])
