@@ -206,23 +206,36 @@ def test_a_window_shorter_than_a_step_records_that_step_whole(tmp_path: Path) ->
     The script imports torchrun's elastic agent, as every DeepSpeed worker does (deepspeed.elasticity): it was
     taken for the process that starts the workers, and no window opened (helper-136)."""
     script = tmp_path / "slow.py"
+    # it ends once its capture is complete (its record says so: the step after the window's is not waited
+    # for whole), after its window's start (0.8 s steps) at the latest
     script.write_text(
-        "import sys, time, torch\n"
+        "import glob, json, os, sys, time, torch\n"
         "import torch.distributed.elastic.agent.server\n"
+        "def captured():  # as tests/scripts/timed_job.py's\n"
+        "    for path in glob.glob(os.path.join(sys.argv[2], '*_ascend_pt', 'npuprof_capture.json')):\n"
+        "        try:\n"
+        "            record = json.load(open(path))\n"
+        "        except (OSError, ValueError):\n"
+        "            continue\n"
+        "        if record.get('pid') == os.getpid() and record.get('status') == 'complete':\n"
+        "            return True\n"
         "m = torch.nn.Linear(16, 16); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
         "for _ in range(int(sys.argv[1])):\n"
-        "    m(torch.randn(4, 16)).sum().backward(); time.sleep(0.8); opt.step()\n" + FREEZE
+        "    m(torch.randn(4, 16)).sum().backward(); time.sleep(0.8); opt.step()\n"
+        "    if captured():\n"
+        "        break\n" + FREEZE
     )
     # the window opens after the first step even on a loaded machine (torch's import took over 4 s beside
     # three other test files: the window then opened before the first step, which analyse rightly called
-    # partial); on a host so loaded that the set-up (its imports, the first optimizer step's of
-    # torch._dynamo) outlasts 6 s (two busy loops beside: 7 s; three, and two test workers: 12 s), once more
-    # with a longer delay
-    for delay in ("6", "16"):
+    # partial; 6 s was outlasted in a run of the four files of time windows beside four other test files,
+    # and the retry cost another job); on a host so loaded that the set-up (its imports, the first optimizer
+    # step's of torch._dynamo) outlasts 8 s (two busy loops beside: 7 s; three, and two test workers:
+    # 12 s), once more with a longer delay
+    for delay in ("8", "20"):
         out = tmp_path / f"out{delay}"
         flags = ["--delay", delay, "--duration", "0.5"]
-        steps = str(int(delay) + 4)  # 0.8 s each: past the window's start
-        job = [sys.executable, str(script), steps]
+        steps = str(int(delay) + 30)  # 0.8 s each: well past the window's start (it ends at its capture)
+        job = [sys.executable, str(script), steps, str(out)]
         result = npuprof("run", "-o", str(out), *flags, "--", *job, timeout=180)
         assert result.returncode == 0, result.stderr
         (d,) = rank_dirs(out)
