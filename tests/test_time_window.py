@@ -477,7 +477,7 @@ def test_a_window_open_when_the_optimizer_is_made_marks_step_0_partial(tmp_path:
     whole = [s["duration_us"] for s in rest if not s.get("partial")]
     # no whole step holds the 1 s of set-up (a step here is 0.05 s, but over 0.6 s once in a full run on
     # a machine busy with more than the suite)
-    assert whole and max(whole) < 1_000_000
+    assert whole and max(whole) < 1_000_000, rank["steps"]
     assert whole and rank["step_time_mean_us"] == pytest.approx(sum(whole) / len(whole), rel=1e-3)
     assert rank["step_time_mean_us"] < 500_000
 
