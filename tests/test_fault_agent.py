@@ -119,7 +119,10 @@ def repeat_0_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     trainer of 14 steps for each scenario, one after the other (_forked_trainers; each child a training
     process of its own to npuprof, ended by the job if it has not within 60 s): rank 0's
     'ends-inside-capture' and 'user-profiler' (the first test below), and 'unselected', rank 1 (the
-    second). Its result, output directory and each child's pid."""
+    second). Its output directory is made first with links planted in it (_plant_links: the test of them
+    below): none of the tests of --repeat 0 reads npuprof.log or the pending dir, and its captures are
+    handed over to post-processors, as that test needs. Its result, output directory, each child's pid and
+    the planted links' targets."""
     root = tmp_path_factory.mktemp("repeat_0")
     scenarios = {
         "ends-inside-capture": ["--steps", "14"],
@@ -128,12 +131,26 @@ def repeat_0_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     }
     job, pids = _forked_trainers(root, scenarios, env={"unselected": {"RANK": "1"}})
     out = root / "result"
+    victim = _plant_links(out, root / "victim")
     result = npuprof(
         "run", "-o", str(out), "--repeat", "0", "--skip-first", "2", "--ranks", "0", "--no-analyse", "--",
         *job, env=clean_env(RANK="0"), timeout=150,
     )  # fmt: skip
     assert pids.exists(), result.stderr
-    return {"result": result, "out": out, "pids": json.loads(pids.read_text()), "scenarios": scenarios}
+    pid_of = json.loads(pids.read_text())
+    return {"result": result, "out": out, "pids": pid_of, "scenarios": scenarios, "victim": victim}
+
+
+def _plant_links(out: Path, victim_dir: Path) -> Path:
+    """``out`` made with its npuprof.log a link to a file of ``victim_dir`` ("keep me") and its pending dir a
+    link to ``victim_dir`` (which holds someone.lock): ``victim_dir``."""
+    victim_dir.mkdir()
+    (victim_dir / "important.txt").write_text("keep me\n")
+    (victim_dir / "someone.lock").write_text("")
+    out.mkdir()
+    (out / "npuprof.log").symlink_to(victim_dir / "important.txt")
+    (out / ".npuprof_pending").symlink_to(victim_dir)
+    return victim_dir
 
 
 def _records_of(out: Path, pid: int) -> list[dict]:
@@ -313,25 +330,46 @@ def _trains_in_a_forked_worker(pid_file: Path) -> str:
     )
 
 
+# A script that joins every thread but its own at its end, after 10 steps: the default schedule (README,
+# "--skip-first") records steps 6-8, and it counts the threads at step 7, inside that capture
+JOINS_ALL_THREADS = """
+import threading, torch
+model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for i in range(10):
+    opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()
+    if i == 7:
+        print('during', threading.active_count(), flush=True)
+names = sorted(t.name for t in threading.enumerate())
+print('after', threading.active_count(), names, flush=True)
+for t in threading.enumerate():
+    if t is not threading.current_thread():
+        t.join()
+print('joined all', flush=True)
+"""
+MEMORY_TIMELINE = ("--with-stack", "--profile-memory", "--record-shapes", "--memory-timeline", "json")
+
+
 @pytest.fixture(scope="module")
 def post_processor_start_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """One `npuprof run` (its default schedule) of a job that imports torch once and forks three children one
     after the other (conftest.forked_job), each a training process of its own to npuprof, which starts a
-    post-processor for it: 'inherits' (_inherits_script), 'same-pid' (_same_pid_script) and 'worker'
-    (_trains_in_a_forked_worker: its worker's pid in ``root/worker.pid``). The job fails naming each child
-    that did not exit 0. Its result, output directory, the files the children wrote (the directory ``root``)
-    and each child's pid."""
+    post-processor for it: 'inherits' (_inherits_script), 'same-pid' (_same_pid_script), 'worker'
+    (_trains_in_a_forked_worker: its worker's pid in ``root/worker.pid``) and 'joinall' (JOINS_ALL_THREADS,
+    the only one that prints), under the flags of a memory timeline (MEMORY_TIMELINE, for 'joinall'). The
+    job fails naming each child that did not exit 0. Its result, output directory, the files the children
+    wrote (the directory ``root``) and each child's pid."""
     root = tmp_path_factory.mktemp("post_processor_start")
     out = root / "result"
     scenarios = {
         "inherits": _inherits_script(root / "fds.json"),
         "same-pid": _same_pid_script(root, out),
         "worker": _trains_in_a_forked_worker(root / "worker.pid"),
+        "joinall": JOINS_ALL_THREADS,
     }
     job, pids = forked_job(root, scenarios)
     # the other holder keeps its lock 600 s: training blocked behind it times out. The model and optimizer
     # (torch._dynamo's import) took 9 s beside four busy loops (helper-196), more on a host more loaded
-    result = npuprof("run", "-o", str(out), "--", *job, timeout=120)
+    result = npuprof("run", "-o", str(out), *MEMORY_TIMELINE, "--", *job, timeout=120)
     assert pids.exists(), result.stderr[-3000:]
     return {"result": result, "root": root, "out": out, "pids": json.loads(pids.read_text())}
 
@@ -441,20 +479,13 @@ def test_a_stopped_post_processor_never_blocks_a_step(foreign_locks_run: dict) -
 
 
 # ---- fault 9 (agent side): links planted in the output dir are never followed ---------------------
-def test_planted_links_and_fifos_in_the_output_dir_are_not_followed(out: Path, tmp_path: Path) -> None:
-    victim_dir = tmp_path / "victim"
-    victim_dir.mkdir()
-    victim_log = victim_dir / "important.txt"
-    victim_log.write_text("keep me\n")
-    victim_lock = victim_dir / "someone.lock"
-    victim_lock.write_text("")
-    out.mkdir()
-    (out / "npuprof.log").symlink_to(victim_log)
-    (out / ".npuprof_pending").symlink_to(victim_dir)
-    result = npuprof("run", "-o", str(out), *sched(1, 1, 1), "--", *trainer("--steps", "4"), timeout=120)
+def test_planted_links_and_fifos_in_the_output_dir_are_not_followed(repeat_0_run: dict) -> None:
+    """(repeat_0_run's output directory: its npuprof.log and pending dir were planted links.)"""
+    result, out, victim_dir = repeat_0_run["result"], repeat_0_run["out"], repeat_0_run["victim"]
     assert result.returncode == 0, result.stderr
-    assert victim_log.read_text() == "keep me\n"
-    assert victim_lock.exists()
+    assert rank_dirs(out), result.stderr  # captures were made and handed over
+    assert (victim_dir / "important.txt").read_text() == "keep me\n"
+    assert (victim_dir / "someone.lock").exists()
     assert (out / "npuprof.log").is_symlink()
 
 
@@ -1193,32 +1224,19 @@ def test_windows_skipped_on_a_full_disk_leave_no_empty_directories(full_disk_min
     assert empty == [], empty
 
 
-def test_a_script_that_joins_every_thread_at_its_end_sees_only_its_own(tmp_path: Path) -> None:
+def test_a_script_that_joins_every_thread_at_its_end_sees_only_its_own(
+    post_processor_start_run: dict,
+) -> None:
     """helper-98: npuprof's daemons (the disk guard, the SIGTERM watcher, the hand-over) were in
     threading.enumerate(): a script joining every thread but its own at its end waited for ever, and
-    active_count() was off. They are not listed now, in and after a capture, with a memory timeline."""
-    script = tmp_path / "joinall.py"
-    script.write_text(
-        "import threading, torch\n"
-        "model = torch.nn.Linear(8, 8); opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
-        "for i in range(8):\n"
-        "    opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()\n"
-        "    if i == 4:\n"
-        "        print('during', threading.active_count(), flush=True)\n"
-        "names = sorted(t.name for t in threading.enumerate())\n"
-        "print('after', threading.active_count(), names, flush=True)\n"
-        "for t in threading.enumerate():\n"
-        "    if t is not threading.current_thread():\n"
-        "        t.join()\n"
-        "print('joined all', flush=True)\n" + FREEZE_AT_EXIT
-    )
-    out = tmp_path / "out"
-    result = npuprof(
-        "run", "-o", str(out), *sched(2, 1, 3), "--with-stack", "--profile-memory", "--record-shapes",
-        "--memory-timeline", "json", "--", sys.executable, str(script), timeout=120,
-    )  # fmt: skip
+    active_count() was off. They are not listed now, in and after a capture, with a memory timeline.
+    (post_processor_start_run's 'joinall' child: the job fails naming it if it did not end within the run's
+    120 s.)"""
+    run = post_processor_start_run
+    result = run["result"]
     assert result.returncode == 0, result.stderr
     # what the script prints run bare (one thread, its own): under npuprof the same
     assert result.stdout.splitlines() == ["during 1", "after 1 ['MainThread']", "joined all"], result.stderr
-    (d,) = rank_dirs(out)
+    (d,) = _dirs_of(run["out"], run["pids"]["joinall"])
+    assert capture_record(d)["steps"] == [6, 7, 8]  # the premise: 'during' was counted inside the capture
     assert (d / "memory_timeline.json").is_file(), result.stderr
