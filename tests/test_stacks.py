@@ -569,17 +569,22 @@ def test_the_runs_npu_stacks_under_the_cuda_name_are_said_once_not_again_per_cap
     """A run's --export-stacks self_cuda_time_total on torch_npu says once that the NPU's time is shown
     (tests/test_npu_backend.py); the post-processor, building the stacks torch_npu gave nothing for from a
     capture's trace_view.json, said it again for each capture. It writes them, the NPU's, and says nothing."""
+    real = Path(__file__).parent / "fixtures" / "ascend-real" / "trace_view.json"
+    cuda, npu = _post_processors_stacks(tmp_path, real, ["self_cuda_time_total", "self_npu_time_total"])
+    assert cuda and cuda == npu
+
+
+def _post_processors_stacks(rank_dir: Path, trace: Path, metrics: list[str]) -> list[str]:
+    """The stacks files the post-processor writes into ``rank_dir`` from ``trace`` for ``metrics`` (all of
+    them written, in that order), checked to say nothing of whose device time is shown: the run says it."""
     from npuprof.results.extras import finish_exports
     from npuprof.results.handover import ExportsJob
 
-    real = Path(__file__).parent / "fixtures" / "ascend-real" / "trace_view.json"
     said: list[str] = []
-    job = ExportsJob(stacks=["self_cuda_time_total", "self_npu_time_total"])
-    written = finish_exports(tmp_path, real, job, lambda text, _level: said.append(text))
-    assert written == ["stacks_self_cuda_time_total.folded", "stacks_self_npu_time_total.folded"], said
-    cuda, npu = ((tmp_path / name).read_text() for name in written)
-    assert cuda and cuda == npu
+    written = finish_exports(rank_dir, trace, ExportsJob(stacks=metrics), lambda text, _: said.append(text))
+    assert written == [f"stacks_{metric}.folded" for metric in metrics], said
     assert not [line for line in said if "device time is shown" in line], said
+    return [(rank_dir / name).read_text() for name in written]
 
 
 def test_a_range_around_the_iteration_keeps_what_runs_after_the_step_boundary(tmp_path):
@@ -881,8 +886,6 @@ def test_a_gpu_runs_stacks_under_the_npu_name_are_the_gpus_said_once_not_reporte
     GPU's time without saying again what the run said once. A CPU capture has no device: still ignored."""
     from npuprof.agent.backends.torch_backend import TorchBackend
     from npuprof.config import ProfileConfig
-    from npuprof.results.extras import finish_exports
-    from npuprof.results.handover import ExportsJob
 
     def ignored(use_cuda: bool) -> list[str]:
         backend = object.__new__(TorchBackend)  # no GPU here: the backend's name is what decides
@@ -896,13 +899,8 @@ def test_a_gpu_runs_stacks_under_the_npu_name_are_the_gpus_said_once_not_reporte
         "--export-stacks self_cuda_time_total",
     ]
     cuda = synthetic_cuda.write(tmp_path / "w.1.pt.trace.json.gz", with_correlation=True, with_flows=True)
-    said: list[str] = []
-    job = ExportsJob(stacks=["self_npu_time_total", "self_cuda_time_total"])
-    written = finish_exports(tmp_path, cuda, job, lambda text, _level: said.append(text))
-    assert written == ["stacks_self_npu_time_total.folded", "stacks_self_cuda_time_total.folded"], said
-    npu, gpu = ((tmp_path / name).read_text() for name in written)
+    npu, gpu = _post_processors_stacks(tmp_path, cuda, ["self_npu_time_total", "self_cuda_time_total"])
     assert npu and npu == gpu
     assert sum(int(line.rsplit(" ", 1)[1]) for line in npu.splitlines()) == pytest.approx(
         synthetic_cuda.EXPECTED_DEVICE_TOTAL, abs=len(npu.splitlines())
     )
-    assert not [line for line in said if "device time is shown" in line], said
