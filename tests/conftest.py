@@ -443,8 +443,9 @@ def wait_for_state(pid: int, wanted: set[str], timeout: float = 10.0) -> str:
 
 def wait_until_blocked_in_a_futex(pid: int, timeout: float = 20.0) -> None:
     """Until the main thread of ``pid`` has waited in a futex for 0.2 s (a mutex held for good: the GIL's
-    waits are shorter); 0.5 s where the kernel does not say. A fixed sleep after the process said it was
-    about to block let a signal come, on a loaded host, while it still ran Python code."""
+    waits are shorter); 0.5 s after it first sleeps where the kernel does not say. A fixed sleep after the
+    process said it was about to block let a signal come, on a loaded host, while it still ran Python code.
+    A running process's wchan reads "0" too: that is waited out, not taken for the kernel's silence."""
     import time
 
     wchan = Path(f"/proc/{pid}/wchan")
@@ -454,7 +455,10 @@ def wait_until_blocked_in_a_futex(pid: int, timeout: float = 20.0) -> None:
             where = wchan.read_text()
         except OSError:
             where = ""
-        if where in ("", "0"):  # hidden (kptr_restrict) or no such file
+        if where in ("", "0") and process_state(pid) == "R":
+            time.sleep(0.02)  # on a CPU now: where it will wait is not known yet
+            continue
+        if where in ("", "0"):  # asleep, and the kernel hides where (kptr_restrict) or has no such file
             time.sleep(0.5)
             return
         now = time.monotonic()
