@@ -502,16 +502,24 @@ def recorded_option(rank_dir: Path, key: str) -> bool | None:
 def _common_config_value(rank_dir: Path, key: str) -> Any:
     """``config.common_config[key]`` of the first profiler_info*.json of ``rank_dir`` that holds it, else
     None (none, not a regular file, over 1 MiB, damaged)."""
+    return next(_profiler_info_values(rank_dir, "config", "common_config", key), None)
+
+
+def _profiler_info_values(rank_dir: Path, *keys: str) -> Iterator[Any]:
+    """The value under ``keys`` (nested) of each of ``rank_dir``'s profiler_info*.json files that holds
+    one, in name order (a file that is not a regular file, over 1 MiB or damaged is passed over)."""
     try:
         infos = sorted(p for p in rank_dir.iterdir() if _INFO_RE.match(p.name))
     except OSError:
-        return None
+        return
     for path in infos:
         try:
-            return read_json_record(path, 1 << 20)["config"]["common_config"][key]
+            value = read_json_record(path, 1 << 20)
+            for key in keys:
+                value = value[key]
         except (OSError, ValueError, KeyError, TypeError):
             continue
-    return None
+        yield value
 
 
 def capture_began_ns(rank_dir: Path) -> int | None:
@@ -545,15 +553,7 @@ def capture_began_monotonic_ns(rank_dir: Path) -> int | None:
 def _start_info(rank_dir: Path, key: str, lowest: int) -> int | None:
     """The first whole number of at least ``lowest`` (or a string of digits) under ``start_info.KEY`` of
     ``rank_dir``'s profiler_info*.json files, in name order; None where none has one."""
-    try:
-        infos = sorted(p for p in rank_dir.iterdir() if _INFO_RE.match(p.name))
-    except OSError:
-        return None
-    for path in infos:
-        try:
-            value = read_json_record(path, 1 << 20)["start_info"][key]
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
+    for value in _profiler_info_values(rank_dir, "start_info", key):
         if isinstance(value, str) and value.isdigit():
             value = int(value)
         if isinstance(value, int) and not isinstance(value, bool) and value >= lowest:
