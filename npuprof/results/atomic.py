@@ -92,21 +92,28 @@ def _create_temp(target: Path) -> tuple[int, str]:
     raise FileExistsError(f"no free temporary name beside {target}")
 
 
-def remove_dead_writers_temps(directory: Path, idle_s: float = 60.0) -> dict[str, int]:
+def remove_dead_writers_temps(
+    directory: Path, idle_s: float = 60.0, stuck: dict[str, tuple[int, str]] | None = None
+) -> dict[str, int]:
     """Delete the temporary files ``atomic_writer`` (or Kineto, under a name of ``temp_name``'s) left in
     ``directory`` when its writer was killed (kill -9 while a post-processor gzipped a trace of gigabytes,
     or while torch wrote one): those whose pid is gone and that no one wrote for ``idle_s`` seconds (the
     directory may be shared with another host, where the pid says nothing; a live writer writes all the
-    time; 0 where the caller knows the directory's writers ran here). Returns the names removed, with
-    their sizes."""
+    time; 0 where the caller knows the directory's writers ran here: no guard). Returns the names removed, with
+    their sizes; those a read-only file system or permissions kept go into ``stuck`` (name: size, why in
+    words), where given."""
     removed: dict[str, int] = {}
     now = time.time()
     for entry, info in dead_writers_temps(directory):
-        if now - info.st_mtime < idle_s:
+        if idle_s > 0 and now - info.st_mtime < idle_s:
             continue
-        with contextlib.suppress(OSError):
+        try:
             os.unlink(entry.path)
-            removed[entry.name] = info.st_size
+        except OSError as exc:
+            if stuck is not None and exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+                stuck[entry.name] = (info.st_size, (exc.strerror or os.strerror(exc.errno)).lower())
+            continue
+        removed[entry.name] = info.st_size
     return removed
 
 

@@ -158,6 +158,7 @@ def _remove_half_written(rank_dir: Path, status: str, record: dict[str, Any] | N
     if status == layout.STATUS_CAPTURING:
         return ""
     from npuprof.byte_sizes import human_bytes
+    from npuprof.results.atomic import remove_dead_writers_temps
     from npuprof.results.cut_capture import (
         DIED_BEFORE_KEPT,
         DIED_WHILE_WRITTEN,
@@ -183,18 +184,17 @@ def _remove_half_written(rank_dir: Path, status: str, record: dict[str, Any] | N
                 else " (its record, never finalised, names its first step only)"
             )
         )
-    removed, stuck = _remove_temps(rank_dir)
+    # a writer that could not write there could not remove its temporary file either (stuck): it ended,
+    # but whether it died is not known (an output made read-only under the run's post-processor)
+    stuck: dict[str, tuple[int, str]] = {}
+    removed = remove_dead_writers_temps(rank_dir, idle_s=0.0, stuck=stuck)
     parsed = rank_dir / layout.PARSED_DIR
     if not parsed.is_symlink():  # the post-processor's tables: one killed while it wrote trace_view.json
-        more, more_stuck = _remove_temps(parsed)
-        removed |= more
-        stuck |= more_stuck
+        removed |= remove_dead_writers_temps(parsed, idle_s=0.0, stuck=stuck)
     if kept.startswith(DIED_BEFORE_KEPT):  # its empty file (left where the record could not say it) is said
         removed = {name: size for name, size in removed.items() if size or trace_of_temporary(name) is None}
     said = [kept] if kept else []
     if stuck:
-        # a writer that could not write there could not remove its temporary file either: it ended, but
-        # whether it died is not known (an output made read-only under the run's post-processor)
         size = sum(size for size, _why in stuck.values())
         whys = sorted({why for _size, why in stuck.values()})
         said.append(
@@ -210,28 +210,6 @@ def _remove_half_written(rank_dir: Path, status: str, record: dict[str, Any] | N
                 f"a process died while writing into it; the half-written file(s) removed: {human_bytes(size)}"
             )
     return "; ".join(said)
-
-
-def _remove_temps(directory: Path) -> tuple[dict[str, int], dict[str, tuple[int, str]]]:
-    """Delete the temporary files of ended writers in ``directory`` (atomic.dead_writers_temps; the run's
-    processes ran on this host). Returns those removed (name: size) and those that could not be, for a
-    read-only file system or permissions (name: size, why in words), so that no death is claimed of them."""
-    import errno
-
-    from npuprof.results.atomic import dead_writers_temps
-
-    removed: dict[str, int] = {}
-    stuck: dict[str, tuple[int, str]] = {}
-    for entry, info in dead_writers_temps(directory):
-        try:
-            os.unlink(entry.path)
-        except OSError as exc:
-            if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-                why = (exc.strerror or os.strerror(exc.errno)).lower()
-                stuck[entry.name] = (info.st_size, why)
-            continue
-        removed[entry.name] = info.st_size
-    return removed, stuck
 
 
 def export_began(record: dict[str, Any]) -> bool:
