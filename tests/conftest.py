@@ -171,34 +171,85 @@ def trainer_in_process(*args: str) -> str:
     return f"import runpy, sys\nsys.argv = {[script, *args]!r}\n{run}"
 
 
-def forked_job(root: Path, scenarios: dict[str, str]) -> tuple[list[str], Path]:
+def forked_job(
+    root: Path,
+    scenarios: dict[str, str],
+    *,
+    codes: dict[str, int] | None = None,
+    end: int = 0,
+    group_sigterms: bool = False,
+    sections: bool = False,
+    main_keeps: str | None = None,
+) -> tuple[list[str], Path]:
     """A job that imports torch once, then runs each scenario (a script, run as __main__) in a child of its
-    own, forked one after the other (a fresh training process to npuprof: it counts its own steps and
-    records its own captures), which ends as a script does (sys.exit: atexit runs). Its command line, and
-    the JSON file that gets each scenario's pid; the job fails naming each scenario that failed."""
-    pids = root / "pids.json"
-    script = root / "forked_job.py"
+    own, forked one after the other (a fresh training process to npuprof: it counts its own steps, records
+    its own captures, installs its own SIGTERM handler), which ends as a script does (sys.exit: atexit runs;
+    or a signal's death). Its command line, and the JSON file that gets each scenario's pid (root/pids.json;
+    each one's exit code, as os.waitstatus_to_exitcode gives it, goes to root/exit_codes.json). A child
+    whose exit code is not its ``codes`` entry (0 where none) makes the job exit 99, naming each such
+    scenario; else the job ends with ``end`` (an exit code, or minus a signal it dies of), so that npuprof's
+    exit status still shows it.
+
+    ``group_sigterms``: the test sends SIGTERMs that npuprof passes on to the job's process group, the job's
+    own first process among them: it ignores them while its children run, each of which starts with SIGTERM
+    at its default, as a fresh process does. ``sections``: before each child, a line '--- scenario NAME ---'
+    on stdout and stderr. ``main_keeps`` (for `--step-on __main__:TARGET`, whose placeholder npuprof's
+    bootstrap puts in the process's own __main__): each scenario, written to root/NAME.py, runs as the
+    __main__ of its child instead of in a fresh namespace, the job's own names taken out of it but
+    TARGET's placeholder (a fresh process whose script has not yet bound TARGET); the job never binds
+    TARGET, and drops the placeholder before its exit (a name never defined would be reported)."""
+    pids, script = root / "pids.json", root / "forked_job.py"
+    paths = {name: str(root / f"{name}.py") for name in scenarios}
+    if main_keeps is not None:
+        for name, source in scenarios.items():
+            Path(paths[name]).write_text(source)
     script.write_text(
-        "import gc, json, os, sys, threading\n"
+        "import gc, json, os, signal, sys, threading\n"
         "import torch, torch._dynamo  # torch.optim's first use imports it: once here, not in each child\n"
         "assert threading.active_count() == 1, threading.enumerate()  # nothing of the parent's runs on\n"
-        f"scenarios, pids, failed = {scenarios!r}, {{}}, []\n"
+        "\n"
+        "def run_as_main(path, target, sys=sys):  # the job's own globals are gone once it begins\n"
+        "    main = sys.modules['__main__'].__dict__\n"
+        "    for name in [n for n in main if n != target and n[:2] != '__']:\n"
+        "        del main[name]\n"
+        "    main['__file__'], sys.argv = path, [path]\n"
+        "    exec(compile(open(path).read(), path, 'exec'), main)\n"
+        "    sys.exit(0)\n"
+        "\n"
+        f"scenarios, paths, codes = {scenarios!r}, {paths!r}, {codes or {}!r}\n"
+        f"target, pid_of, code_of, failed = {main_keeps!r}, {{}}, {{}}, []\n"
+        f"if {group_sigterms}:\n"
+        "    signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
         "for scenario, source in scenarios.items():\n"
+        f"    if {sections}:\n"
+        "        for stream in (sys.stdout, sys.stderr):\n"
+        "            print(f'--- scenario {scenario} ---', file=stream, flush=True)\n"
         "    sys.stdout.flush(); sys.stderr.flush()\n"
         # the parent's objects (torch's) out of the child's collections, its exit's above all, which would
         # walk them all and so copy the parent's heap (~0.5 CPU-s a child); its own are collected as before
         "    gc.freeze()\n"
         "    pid = os.fork()\n"
         "    if pid == 0:\n"
+        f"        if {group_sigterms}:\n"
+        "            signal.signal(signal.SIGTERM, signal.SIG_DFL)\n"
+        "        if target is not None:\n"
+        "            run_as_main(paths[scenario], target)\n"
         "        exec(compile(source, scenario + '.py', 'exec'), {'__name__': '__main__'})\n"
         "        sys.exit(0)\n"
-        "    pids[scenario] = pid\n"
-        "    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])\n"
-        "    if code:\n"
-        "        failed.append(f'{scenario} (exit code {code})')\n"
-        f"json.dump(pids, open({str(pids)!r}, 'w'))\n"
+        "    pid_of[scenario] = pid\n"
+        "    code_of[scenario] = code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])\n"
+        "    if code != codes.get(scenario, 0):\n"
+        "        failed.append(f'{scenario} (exit code {code}, not {codes.get(scenario, 0)})')\n"
+        "if target is not None:\n"
+        "    globals().pop(target, None)\n"
+        f"json.dump(code_of, open({str(root / 'exit_codes.json')!r}, 'w'))\n"
+        f"json.dump(pid_of, open({str(pids)!r}, 'w'))\n"
         "if failed:\n"
-        "    sys.exit('scenarios failed: ' + ', '.join(failed))\n"
+        "    print('scenarios failed: ' + ', '.join(failed), file=sys.stderr, flush=True)\n"
+        "    sys.exit(99)\n"
+        f"if {end} < 0:\n"
+        f"    signal.signal({-end}, signal.SIG_DFL); os.kill(os.getpid(), {-end})\n"
+        f"sys.exit({end})\n"
     )
     return [sys.executable, str(script)], pids
 

@@ -24,6 +24,7 @@ from conftest import (
     WAITS_FOR_POST_PROCESSING,
     capture_record,
     clean_env,
+    forked_job,
     hold_a_run_lock,
     load_trace,
     npuprof,
@@ -150,52 +151,18 @@ def _script(tmp_path: Path, name: str, body: str) -> Path:
 def _forked_job(
     root: Path, scenarios: dict[str, str], codes: dict[str, int], end: int, group_sigterms: bool = False
 ) -> list[str]:
-    """A job that imports torch once, then runs each scenario's script in a child of its own, forked one
-    after the other: a fresh training process to npuprof (it counts its own steps, records its own
-    captures, installs its own SIGTERM handler), which ends as the script does (sys.exit: atexit runs; or a
-    signal's death). Before each child, a line '--- scenario NAME ---' on stdout and stderr (_section).
-    Each scenario's [pid, exit code as os.waitstatus_to_exitcode gives it] go to root/pids.json (_forked).
-    A child whose code is not its ``codes`` entry makes the job exit 99, naming it; else the job ends with
-    ``end`` (an exit code, or minus a signal it dies of), so that npuprof's exit status still shows it.
-    ``group_sigterms``: the test sends SIGTERMs that npuprof passes on to the job's process group, the
-    job's own first process among them: it ignores them while its children run, each of which starts with
-    SIGTERM at its default, as a fresh process does. The job's command line."""
-    script = root / "forked_job.py"
-    script.write_text(
-        "import gc, json, os, signal, sys\n"
-        "import torch, torch._dynamo  # torch.optim's first use imports it: once here, not in each child\n"
-        f"scenarios, codes, tried, failed = {scenarios!r}, {codes!r}, {{}}, []\n"
-        f"if {group_sigterms}:\n"
-        "    signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
-        "for scenario, source in scenarios.items():\n"
-        "    for stream in (sys.stdout, sys.stderr):\n"
-        "        print(f'--- scenario {scenario} ---', file=stream, flush=True)\n"
-        "    gc.freeze()  # the parent's objects out of the child's collections (see conftest.forked_job)\n"
-        "    pid = os.fork()\n"
-        "    if pid == 0:\n"
-        f"        if {group_sigterms}:\n"
-        "            signal.signal(signal.SIGTERM, signal.SIG_DFL)\n"
-        "        exec(compile(source, scenario + '.py', 'exec'), {'__name__': '__main__'})\n"
-        "        sys.exit(0)\n"
-        "    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])\n"
-        "    tried[scenario] = [pid, code]\n"
-        "    if code != codes[scenario]:\n"
-        "        failed.append(f'{scenario} (exit code {code}, not {codes[scenario]})')\n"
-        f"json.dump(tried, open({str(root / 'pids.json')!r}, 'w'))\n"
-        "if failed:\n"
-        "    print('scenarios failed: ' + ', '.join(failed), file=sys.stderr, flush=True)\n"
-        "    sys.exit(99)\n"
-        f"if {end} < 0:\n"
-        f"    signal.signal({-end}, signal.SIG_DFL); os.kill(os.getpid(), {-end})\n"
-        f"sys.exit({end})\n"
-    )
-    return [sys.executable, str(script)]
+    """conftest.forked_job (its ``codes``, ``end`` and ``group_sigterms``) with a line '--- scenario NAME ---'
+    on stdout and stderr before each child (_section), its pids and exit codes read by _forked: the job's
+    command line."""
+    job, _ = forked_job(root, scenarios, codes=codes, end=end, group_sigterms=group_sigterms, sections=True)
+    return job
 
 
 def _forked(run: dict, scenario: str) -> tuple[int, int, str, str, list[Path]]:
     """One scenario of a _forked_job's run (a dict of root, out, stdout and stderr): its child's pid, exit
     code, stdout and stderr (_section), and its captures' directories."""
-    pid, code = json.loads((run["root"] / "pids.json").read_text())[scenario]
+    pid = json.loads((run["root"] / "pids.json").read_text())[scenario]
+    code = json.loads((run["root"] / "exit_codes.json").read_text())[scenario]
     dirs = [d for d in rank_dirs(run["out"]) if capture_record(d)["pid"] == pid]
     return pid, code, _section(run["stdout"], scenario), _section(run["stderr"], scenario), dirs
 
@@ -264,7 +231,7 @@ def test_a_fork_during_a_capture_leaves_the_child_alone_and_the_parent_capture_c
         assert of_child == [("complete", recorded)], records
     else:
         assert of_child == [], records  # the child recorded nothing
-    forked = {pid for pid, _ in json.loads((root / "pids.json").read_text()).values()}
+    forked = set(json.loads((root / "pids.json").read_text()).values())
     ours = forked | {int((root / f"{h}.pid").read_text()) for h in _FORK_HOWS}
     assert {r["pid"] for r in records} <= ours, records  # no capture of any other process
     assert "ERROR" not in _log(sigterm_run["out"])

@@ -22,6 +22,7 @@ from conftest import (
     SCRIPTS,
     capture_record,
     clean_env,
+    forked_job,
     load_trace,
     npuprof,
     rank_dirs,
@@ -206,59 +207,16 @@ import gc; gc.freeze()  # skip the exit-time collection over torch's objects
 """
 
 
-def _forked_mains(root: Path, scenarios: dict[str, str], target: str) -> tuple[list[str], Path]:
-    """conftest.forked_job for `--step-on __main__:TARGET` (whose placeholder npuprof's bootstrap puts in
-    the process's own __main__, not in forked_job's fresh namespace): a job that imports torch once, then
-    runs each scenario, written to ROOT/NAME.py, in a child forked one after the other, as the __main__ of
-    that child (the job's own names taken out of it, npuprof's placeholder for TARGET left in: a fresh
-    process whose script has not yet bound TARGET); the parent never binds TARGET, and drops the
-    placeholder before its exit (a name never defined would be reported). Its command line, and the JSON
-    file that gets each scenario's pid; the job fails naming each scenario that failed."""
-    pids, script = root / "pids.json", root / "forked_mains.py"
-    paths = {name: str(root / f"{name}.py") for name in scenarios}
-    for name, source in scenarios.items():
-        Path(paths[name]).write_text(source)
-    script.write_text(
-        "import gc, json, os, sys, threading\n"
-        "import torch, torch._dynamo  # torch.optim's first use imports it: once here, not in each child\n"
-        "assert threading.active_count() == 1, threading.enumerate()  # nothing of the parent's runs on\n"
-        "\n"
-        "def run_as_main(path, target, sys=sys):\n"
-        "    main = sys.modules['__main__'].__dict__\n"
-        "    for name in [n for n in main if n != target and n[:2] != '__']:\n"
-        "        del main[name]\n"
-        "    main['__file__'], sys.argv = path, [path]\n"
-        "    exec(compile(open(path).read(), path, 'exec'), main)\n"
-        "    sys.exit(0)\n"
-        "\n"
-        f"scenarios, target, pids, failed = {paths!r}, {target!r}, {{}}, []\n"
-        "for scenario, path in scenarios.items():\n"
-        "    sys.stdout.flush(); sys.stderr.flush()\n"
-        "    gc.freeze()  # the parent's objects out of the child's collections (see conftest.forked_job)\n"
-        "    pid = os.fork()\n"
-        "    if pid == 0:\n"
-        "        run_as_main(path, target)\n"
-        "    pids[scenario] = pid\n"
-        "    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])\n"
-        "    if code:\n"
-        "        failed.append(f'{scenario} (exit code {code})')\n"
-        "globals().pop(target, None)\n"
-        f"json.dump(pids, open({str(pids)!r}, 'w'))\n"
-        "if failed:\n"
-        "    sys.exit('scenarios failed: ' + ', '.join(failed))\n"
-    )
-    return [sys.executable, str(script)], pids
-
-
 @pytest.fixture(scope="module")
 def redefined_and_raced(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> tuple[subprocess.CompletedProcess[str], Path, dict[str, int]]:
-    """REDEFINED and RACED as two forked children of one job (_forked_mains), each the __main__ of its
-    process, `--step-on __main__:train_step`, skip 2, warm up 1, record 2 (the flags each had as a job of
+    """REDEFINED and RACED as two forked children of one job (forked_job, main_keeps), each the __main__ of
+    its process, `--step-on __main__:train_step`, skip 2, warm up 1, record 2 (the flags each had as a job of
     its own): the result, the output directory and each scenario's pid."""
     root = tmp_path_factory.mktemp("redefined_and_raced")
-    command, pids = _forked_mains(root, {"redefined": REDEFINED, "raced": RACED}, "train_step")
+    scenarios = {"redefined": REDEFINED, "raced": RACED}
+    command, pids = forked_job(root, scenarios, main_keeps="train_step")
     proc = _run(root / "out", "train_step", (2, 1, 2), command)
     return proc, root / "out", json.loads(pids.read_text()) if pids.exists() else {}
 
