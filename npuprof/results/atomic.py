@@ -99,9 +99,9 @@ def remove_dead_writers_temps(
     ``directory`` when its writer was killed (kill -9 while a post-processor gzipped a trace of gigabytes,
     or while torch wrote one): those whose pid is gone and that no one wrote for ``idle_s`` seconds (the
     directory may be shared with another host, where the pid says nothing; a live writer writes all the
-    time; 0 where the caller knows the directory's writers ran here: no guard). Returns the names removed, with
-    their sizes; those a read-only file system or permissions kept go into ``stuck`` (name: size, why in
-    words), where given."""
+    time; 0 where the caller knows the directory's writers ran here: no guard). Returns the names removed,
+    with their sizes; those a read-only file system or permissions kept go into ``stuck`` (name: size, why
+    in words), where given."""
     removed: dict[str, int] = {}
     now = time.time()
     for entry, info in dead_writers_temps(directory):
