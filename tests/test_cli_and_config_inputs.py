@@ -398,6 +398,20 @@ def test_a_flag_for_the_steps_recorded_given_to_run_names_the_schedule_flags(
     )
 
 
+def test_a_schedule_flag_given_to_run_names_the_schedule_flags(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A torch.profiler user's guess, ``npuprof run --schedule 1,1,3 -- python train.py``, was answered
+    "No such option: --schedule (Possible options: --help)" (helper-366)."""
+    code, err, given = _run_flags(monkeypatch, capsys, "--schedule", "1,1,3", "--", "python", "train.py")
+    assert (code, given) == (2, [])
+    assert err == (
+        "npuprof run: error: --schedule is not a flag of run: --skip-first N --warmup W --active M choose "
+        "the steps recorded, N+W to N+W+M-1 (torch.profiler.schedule's arguments are flags of their own, "
+        "--wait N and --repeat R too; the default 5, 1, 3 records steps 6-8); see npuprof run --help\n"
+    )
+
+
 def test_a_file_value_a_flag_conflicts_with_is_named_as_the_file_wrote_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

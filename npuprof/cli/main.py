@@ -429,11 +429,16 @@ def _run_typer() -> int:
             sys.stderr.write(f"{where}: error: {why}; see {helped}\n")
         elif where == "npuprof run" and (steps := _steps_flag(message)) is not None:
             # click offered --step-on for --steps and --num-steps (a function to count steps at), nothing
-            # for --start-step (torch_npu's start_step, trigger's --start-step)
+            # for --start-step (torch_npu's start_step, trigger's --start-step), and --help for --schedule
+            whose = (
+                "torch.profiler.schedule's arguments are flags of their own, --wait N and --repeat R too"
+                if _is_schedule_flag(steps)
+                else "torch_npu's start_step is --skip-first"
+            )
             sys.stderr.write(
                 f"{where}: error: {steps} is not a flag of run: --skip-first N --warmup W --active M "
-                "choose the steps recorded, N+W to N+W+M-1 (torch_npu's start_step is --skip-first; the "
-                f"default 5, 1, 3 records steps 6-8); see {helped}\n"
+                f"choose the steps recorded, N+W to N+W+M-1 ({whose}; the default 5, 1, 3 records steps "
+                f"6-8); see {helped}\n"
             )
         elif launcher is not None:  # `npuprof run --nproc-per-node 8 train.py`: torchrun itself was left out
             sys.stderr.write(
@@ -561,8 +566,14 @@ _STEP_COUNT_WORDS = frozenset(
         "max-steps",
         "profile-steps",
         "record-steps",
+        "schedule",  # torch.profiler.schedule(...)'s name
+        "profile-schedule",
     }
 )
+
+
+def _is_schedule_flag(flag: str) -> bool:
+    return flag[2:].lower().replace("_", "-").endswith("schedule")
 
 
 def _steps_flag(message: str) -> str | None:
