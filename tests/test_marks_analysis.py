@@ -763,3 +763,33 @@ def test_no_ranges_under_msprof_tx_names_the_functional_collectives_it_does_not_
     assert "functional collectives (_c10d_functional::wait_tensor)" in text, text
     assert "--msprof-tx does not range" in text
     assert "functional collectives" not in said("aten::mm")
+
+
+def test_no_ranges_under_msprof_tx_names_the_collectives_issued_from_cpp(tmp_path: Path) -> None:
+    """A 2-rank DDP job (gloo) under --msprof-tx (helper-366): analyse said only "no ranges in these steps
+    (marks and --msprof-tx ranges were looked for)", its comm column 60-93 % of each step, c10d::allreduce_
+    its second operator: DDP's gradient buckets are all-reduced from C++, with no torch.distributed call
+    to range."""
+    from rich.console import Console
+
+    from npuprof.analysis.report import build_report
+    from npuprof.analysis.report_schema import read_report
+    from npuprof.reports import terminal
+
+    data = json.loads(terminal.render_json(build_report(marked_rank_dir(tmp_path, comm_file=True), jobs=1)))
+
+    def said(collectives: int) -> str:
+        data["ranks"][0]["ranges"] = []
+        data["ranks"][0]["top_operators"][0]["name"] = "c10d::allreduce_"
+        data["ranks"][0]["communication"] = {"operators": collectives, "time_us": 9.0}
+        out = io.StringIO()
+        terminal.render_table(read_report(json.dumps(data)), Console(file=out, width=400))
+        return " ".join(out.getvalue().split())
+
+    text = said(3)
+    assert (
+        "no ranges in these steps (marks and --msprof-tx ranges were looked for): their 3 collective call(s) "
+        "have none, as --msprof-tx ranges the script's torch.distributed calls, not the collectives issued "
+        "from C++ (DDP's gradient buckets); their time is in the comm column"
+    ) in text, text
+    assert "collective call(s)" not in said(0)

@@ -374,15 +374,28 @@ FUNCTIONAL_UNRANGED = (
 )
 
 
+# a DDP job under --msprof-tx: its gradient buckets' all-reduces come from C++, with no torch.distributed
+# call to range (README, "Marks")
+CPP_UNRANGED = (
+    ": their {} collective call(s) have none, as --msprof-tx ranges the script's torch.distributed calls, "
+    "not the collectives issued from C++ (DDP's gradient buckets); their time is in the comm column"
+)
+
+
 def _render_ranges(r: RankReport, console: Console) -> None:
     """The rank's slowest ranges (the user's and --msprof-tx's comm: ones), when the capture had any."""
     if r.ranges is msgspec.UNSET:
         return
     if not r.ranges:
         functional = [op.name for op in r.top_operators if op.name.startswith(vocab.C10D_PREFIXES[1:])]
+        calls = r.communication.get("operators", 0)
+        if functional:
+            why = FUNCTIONAL_UNRANGED.format(functional[0])
+        else:
+            why = CPP_UNRANGED.format(f"{calls:,}") if isinstance(calls, int) and calls > 0 else ""
         console.print(
             "[dim]no ranges in these steps (marks and --msprof-tx ranges were looked for)"
-            + (escape(FUNCTIONAL_UNRANGED.format(functional[0])) if functional else "")
+            + escape(why)
             + "[/dim]"
         )
         return
