@@ -112,17 +112,47 @@ def _rank_dirs_of(out: Path, pid: int) -> list[Path]:
     return [d for d in rank_dirs(out) if capture_record(d)["pid"] == pid]
 
 
+# an optimizer made before os.fork(), stepped by the children (plain, and through a GradScaler): each
+# child's pid into the file named by the placeholder, once it ended
+FORKS_AFTER_THE_OPTIMIZER = """
+import json, os, sys, torch
+from torch import nn
+
+model = nn.Linear(8, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+scaler = torch.amp.GradScaler("cpu")
+children = {}
+for how, steps in (("plain", 1), ("scaled", 1)):
+    pid = os.fork()
+    if pid == 0:
+        for _ in range(steps):
+            loss = model(torch.randn(4, 8)).pow(2).mean()
+            if how == "plain":
+                loss.backward(); opt.step()
+            else:
+                scaler.scale(loss).backward(); scaler.step(opt); scaler.update()
+        sys.exit(0)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0, how
+    children[how] = pid
+json.dump(children, open(PIDS, "w"))
+"""
+
+
 @pytest.fixture(scope="module")
 def gan_and_scaler(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, int]]:
-    """GAN and SCALER as two forked children of one job (forked_job), skip 2, warm up 1, record 5: the
-    output directory and each scenario's pid."""
+    """GAN, SCALER and FORKS_AFTER_THE_OPTIMIZER as three forked children of one job (forked_job), skip 2,
+    warm up 1, record 5: the output directory and each scenario's pid (the last one's children as
+    forked_plain and forked_scaled)."""
     tmp_path = tmp_path_factory.mktemp("gan-and-scaler")
     out = tmp_path / "out"
-    (_, job), pids = forked_job(tmp_path, {"gan": GAN, "scaler": SCALER})
+    grandchildren = tmp_path / "forked.json"
+    forks = FORKS_AFTER_THE_OPTIMIZER.replace("PIDS", repr(str(grandchildren)))
+    (_, job), pids = forked_job(tmp_path, {"gan": GAN, "scaler": SCALER, "forks": forks})
     result = _npuprof_run(out, Path(job), "--skip-first", "2", "--warmup", "1", "--active", "5")
     assert result.returncode == 0, result.stderr
     pid_of = json.loads(pids.read_text())
-    assert sorted(pid_of) == ["gan", "scaler"]
+    assert sorted(pid_of) == ["forks", "gan", "scaler"]
+    pid_of.update({f"forked_{how}": pid for how, pid in json.loads(grandchildren.read_text()).items()})
     return out, pid_of
 
 
@@ -329,6 +359,20 @@ def test_a_step_gradscaler_skips_for_inf_still_counts(gan_and_scaler: tuple[Path
     assert per_step == {3: [3], 4: [4], 5: [5], 6: [6], 7: [7]}, per_step
     optimizer_ranges = _optimizer_steps_per_step(rank_dir)
     assert [len(optimizer_ranges[n]) for n in sorted(optimizer_ranges)] == [1, 0, 0, 1, 1]
+
+
+def test_a_child_forked_after_the_optimizer_says_what_it_counted(
+    gan_and_scaler: tuple[Path, dict[str, int]],
+) -> None:
+    """A child forked after its parent made the optimizer (os.fork, multiprocessing's fork: Hogwild) and
+    stepping it was never armed: at its end it said nothing of its steps, so a run whose workers trained 4
+    steps each said "the most steps a process counted: 0", and with --dynamic it never started its watcher
+    (a trigger "never began, the process ending first"). Each child here stepped once, itself or through a
+    GradScaler. (FORKS_AFTER_THE_OPTIMIZER is a forked child of the job of gan_and_scaler.)"""
+    out, pid_of = gan_and_scaler
+    for how in ("plain", "scaled"):
+        assert "steps counted in this process: 1" in _log_of(out, pid_of[f"forked_{how}"]), how
+    assert "steps counted in this process: 0" in _log_of(out, pid_of["forks"])  # it made it, never stepped
 
 
 def _own_sigterm_script(tmp_path: Path, install_early: bool) -> Path:

@@ -54,6 +54,7 @@ class Controller:
         self.events = events
         self.driver: int | None = None
         self.armed = False
+        self.enabled = True
         self.arm_sticks = arm_sticks
         self.step = 0  # the step in progress, as the real controller's
         self.takes_over = False  # foreign_boundary makes the calling thread drive
@@ -209,7 +210,8 @@ def test_each_new_optimizer_arms_until_the_controller_is_armed(monkeypatch: pyte
     opt.zero_grad()
     scaler.scale((w * 2).sum()).backward()
     scaler.step(opt)  # GradScaler wrapped once, though armed twice: one boundary
-    assert world.events == ["arm", "arm", boundary()]
+    # and a step while unarmed arms too (a child forked after the optimizer was made: test_step_counting)
+    assert world.events == ["arm", "arm", "arm", boundary()]
 
 
 def test_user_profilers_not_followed_is_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -598,6 +600,7 @@ def test_objects_without_weak_references(world: World) -> None:
             pass
 
     first, other = Slotted(), Slotted()
+    world.controller.armed = True  # as an optimizer's making arms it (unarmed, the first step would)
     hook = world.steps._post_hook  # torch's global post-hook signature: (optimizer, args, kwargs)
     hook(first, (), {})
     for _ in range(4):

@@ -153,6 +153,11 @@ class OptimizerSteps:
         cls.step = stepped  # type: ignore[attr-defined]
 
     def _arm(self) -> None:
+        """Training starts: at the first optimizer's making, or in a child forked after it (os.fork,
+        multiprocessing's fork: its controller starts unarmed, docs/architecture.md "Safety") at
+        its first step of that optimizer, as --step-on's function arms at its first call. Unarmed, such a
+        child said nothing of its steps at its end (the run's summary: "the most steps a process counted:
+        0") and, with --dynamic, never started its watcher."""
         try:
             self._wrap_grad_scaler()
         except Exception as exc:
@@ -407,7 +412,13 @@ class OptimizerSteps:
 
     def _post_hook(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         try:  # npuprof's own failure never reaches the script's optimizer.step() (free when none)
-            if self.in_scaler or self._compiling():  # torch.compile traces the step's hooks too
+            if self._compiling():  # torch.compile traces the step's hooks too
+                return
+            controller = self.controller
+            if not controller.armed and controller.enabled:  # checked here: a call less on every step
+                self._arm()  # a forked child stepping the optimizer its parent made: see _arm (not one
+                # forked while a capture ran, which records nothing: entry.Agent._drop_in_child)
+            if self.in_scaler:
                 return
             me = get_ident()
             primary = self._primary
