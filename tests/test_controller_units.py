@@ -1097,6 +1097,29 @@ def test_a_stop_done_at_a_boundary_keeps_the_last_step_whole_one_done_inside_a_s
     assert rig.sink.partials == [False, True]
 
 
+def test_a_stop_asked_mid_step_and_done_at_a_boundary_does_not_call_that_step_partial() -> None:
+    """The process's exit on another thread than the recording one (a daemon training thread as the main
+    thread ends, os._exit on the main thread) asks for the finish naming the step in flight partial; the
+    recording thread finishes at its next boundary, which ends that step whole. The record's detail, the run
+    summary's footnote and analyse's warning said "step 12 is partial" of a whole step of 303 ms (its record
+    rightly not partial)."""
+    plan = TorchPlan(skip_first=1, wait=0, warmup=0, active=5, repeat=1)
+    rig = Rig(plan)
+    rig.run(2)
+    in_flight = rig.c.step
+    said = f"training ended before the capture's last step; step {in_flight} is partial"  # agent/entry.py's
+    rig.c._finish_requested = (said, "complete")  # as finish_at_exit on another thread leaves it
+    rig.run(1)
+    assert rig.sink.events[-1] == (
+        "finish",
+        in_flight,
+        "training ended before the capture's last step",
+        "complete",
+        in_flight,
+    )
+    assert rig.sink.partials == [False]
+
+
 def _hold_lock(controller: CaptureController) -> tuple[threading.Thread, threading.Event]:
     held, release = threading.Event(), threading.Event()
 

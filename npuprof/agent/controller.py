@@ -357,7 +357,14 @@ class CaptureController:
         requested, self._finish_requested = self._finish_requested, None
         if requested is None or self.prof is None:
             return False
-        self.finish_early(*requested, last=self.step - 1)
+        reason, status = requested
+        # asked mid-step, where the step in flight was to be cut (the process's exit on another thread:
+        # "training ended before the capture's last step; step N is partial", agent/entry.py), and done at
+        # this boundary, which ends that step whole: the record said it partial all the same
+        head, sep, tail = reason.rpartition("; step ")
+        if sep and tail.endswith(" is partial") and tail.removesuffix(" is partial").isdigit():
+            reason = head
+        self.finish_early(reason, status, last=self.step - 1)
         return True
 
     def _tell_idle_decision(self) -> None:
