@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -107,6 +108,51 @@ def test_failing_user_sitecustomize_is_reported_as_python_reports_it_and_the_job
     assert result.stdout == "ran\n"
     assert said in result.stderr and "KeyError" not in result.stderr and "Traceback" not in result.stderr
     assert len(rank_dirs(root / "npuprof")) == 1  # npuprof's hook was installed all the same
+
+
+def test_a_user_sitecustomize_whose_own_import_fails_is_reported_as_python_reports_it(
+    out: Path, tmp_path: Path
+) -> None:
+    """A user hook that imports a module no one has raises ImportError of another name than sitecustomize:
+    Python reports it ("Error in sitecustomize") and goes on; only a missing hook is silent. Under npuprof
+    the same (a chaining that took every ImportError for "no user hook" said nothing). The hook fails only
+    where NPUPROF_CONFIG is set: in the job, not in the launcher's own Python, which runs it too."""
+    site = _user_site(
+        tmp_path, "import os\nif os.environ.get('NPUPROF_CONFIG'):\n    import a_module_no_one_has\n"
+    )
+    env = clean_env(PYTHONPATH=str(site), NPUPROF_CONFIG="x")  # (meaningless to Python without npuprof)
+    bare = subprocess.run(
+        [sys.executable, "-c", "print('ran')"], env=env, capture_output=True, text=True, timeout=60
+    )
+    said = (
+        "Error in sitecustomize; set PYTHONVERBOSE for traceback:\n"
+        "ModuleNotFoundError: No module named 'a_module_no_one_has'\n"
+    )
+    assert (bare.stdout, bare.stderr) == ("ran\n", said)
+    result = _run_python(out, "print('ran')", str(site))
+    assert (result.returncode, result.stdout) == (0, "ran\n"), result.stderr
+    assert said in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_step_on_module_the_users_sitecustomize_imported_first_is_watched(
+    out: Path, tmp_path: Path
+) -> None:
+    """--step-on MODULE:NAME whose module the user's sitecustomize imported before npuprof's finder was
+    installed: no import is left for the finder to see, so the agent wakes on the module already loaded
+    and counts its steps (plain Python: the agent needs torch only at a capture, none here)."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "trainlib.py").write_text("def train_step(i):\n    return i\n")
+    site = _user_site(tmp_path, "import trainlib\n")
+    script = tmp_path / "job.py"
+    script.write_text("import trainlib\nfor i in range(5):\n    trainlib.train_step(i)\n")
+    result = npuprof(
+        "run", "-o", str(out), "--skip-first", "50", "--step-on", "trainlib:train_step", "--",
+        sys.executable, str(script), env=clean_env(PYTHONPATH=os.pathsep.join([str(site), str(lib)])),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    log = (out / "npuprof.log").read_text()
+    assert re.findall(r"\[agent pid=\d+ run=\w+\] steps counted in this process: (\d+)", log) == ["5"], log
 
 
 def test_a_script_importing_a_user_sitecustomize_that_raised_gets_the_users_again(
