@@ -588,6 +588,18 @@ def test_a_payload_file_that_cannot_be_written_never_fails_the_launch(tmp_path: 
     assert decode_env_payload(payload.value)["config"]["metadata"] == {}
 
 
+def test_a_payload_file_the_disk_cut_short_is_not_left_behind(tmp_path: Path) -> None:
+    """A disk that fills inside the payload's write (a 64 KiB tmpfs, the payload ~4 times that): the launch
+    goes on without the file (the metadata left out, as above), and no partial payload is left in -o, where
+    no run would remove it (only a run record's payload_kept is removed later)."""
+    cfg = ProfileConfig(metadata=_metadata_at_the_limits())
+    with small_tmpfs(tmp_path / "tiny", "64k") as mount:
+        payload = config_payload(cfg, {"run_id": "r", "log": "x", "output": str(mount)}, mount)
+        assert payload.file is None and payload.problem and "No space left" in payload.problem
+        assert decode_env_payload(payload.value)["config"]["metadata"] == {}
+        assert sorted(p.name for p in mount.iterdir()) == []
+
+
 def _filled(env: dict[str, str], size: int) -> dict[str, str]:
     """``env`` with ``size`` bytes more of variables (each under Linux's 128 KiB a string)."""
     filled = dict(env)
