@@ -565,6 +565,28 @@ def test_a_daemon_that_outlives_the_job_is_profiled_with_a_large_configuration(t
     assert list(out.glob(".npuprof_payload*")) == [], "the payload file outlived the daemon's next run"
 
 
+def test_a_payload_kept_for_another_hosts_processes_is_left_to_them(out: Path) -> None:
+    """A shared -o (the nodes of a multi-node job): a run kept its payload file for processes of its job
+    that outlived it (above), on its own host, where this host cannot see them: the next run here leaves
+    that file alone; one kept by a run of this host whose processes have all ended is removed."""
+    out.mkdir()
+    here = os.uname().nodename
+    kept = {}
+    for i, (run_id, host) in enumerate([("a1a1a1a1a1a1", here + "-other-node"), ("b2b2b2b2b2b2", here)]):
+        kept[host] = out / f".npuprof_payload.{run_id}.json"
+        kept[host].write_text("{}")
+        record = {
+            "run_id": run_id,
+            "host": host,
+            "payload_kept": kept[host].name,
+            "end": "2026-01-01T00:00:00",
+        }
+        (out / f"npuprof_run.{i + 1}.json").write_text(json.dumps(record))
+    result = npuprof("run", "-o", str(out), "--", sys.executable, "-c", "pass")
+    assert result.returncode == 0, result.stderr
+    assert kept[here + "-other-node"].exists() and not kept[here].exists()
+
+
 def test_env_payload_round_trips_inline_and_through_a_file(tmp_path: Path) -> None:
     run = {"run_id": "abc123", "log": "x", "output": str(tmp_path)}
     small = config_payload(ProfileConfig(metadata={"team": "性能"}), run, tmp_path)
