@@ -134,6 +134,39 @@ def test_the_log_never_follows_a_link_nor_blocks_on_a_fifo(tmp_path: Path) -> No
     assert victim.read_text() == "keep\n"
 
 
+def test_the_log_is_not_written_into_a_fifo_that_has_a_reader(tmp_path: Path) -> None:
+    """A FIFO planted under the log's name with a process reading it: opening it for writing succeeds
+    (without a reader it fails at once), but it is no regular file, so nothing is written there."""
+    import os
+
+    from npuprof.results import logfile
+
+    fifo = tmp_path / "npuprof.log"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        assert not logfile.log(fifo, "INFO", "test", "hello")
+        assert os.read(reader, 100) == b""  # its writer end closed, nothing in it
+    finally:
+        os.close(reader)
+
+
+def test_a_log_another_process_rotated_first_is_not_rotated_again(tmp_path: Path) -> None:
+    """Two writers found the log full; the first moved it to .1 and started a new one: the second's rotation,
+    of the file it opened (now .1), must not move the new log over the full backup (its lines lost)."""
+    import os
+
+    from npuprof.results import logfile
+
+    path = tmp_path / "npuprof.log"
+    path.write_text("full\n")
+    opened = os.stat(path)  # the second writer's view of the log it opened
+    os.rename(path, tmp_path / "npuprof.log.1")  # the first writer's rotation
+    path.write_text("new\n")  # and the next line, in a new log
+    logfile._rotate(str(path), opened)
+    assert (path.read_text(), (tmp_path / "npuprof.log.1").read_text()) == ("new\n", "full\n")
+
+
 def test_warning_marks_are_not_written_through_a_planted_link(tmp_path: Path, capsys) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
