@@ -102,12 +102,15 @@ def test_analyse_removes_what_a_writer_killed_mid_write_left_and_nothing_else(tm
     try:
         os.utime(live, (old, old))
         own = rank_dir / ".mine.123-notours.tmp"
-        own.write_text("the user's")
-        os.utime(own, (old, old))
+        # hex after a dead pid, but not the 12 digits atomic_writer's names carry
+        own_hex = rank_dir / f".notes.{_proc.pid}-cafe.tmp"
+        for path in (own, own_hex):
+            path.write_text("the user's")
+            os.utime(path, (old, old))
         result = npuprof("analyse", str(rank_dir), env=clean_env())
         assert result.returncode == 0, result.stderr
         assert not stale.exists()
-        assert recent.exists() and live.exists() and own.exists()
+        assert recent.exists() and live.exists() and own.exists() and own_hex.exists()
     finally:
         alive.kill()
         alive.wait()
