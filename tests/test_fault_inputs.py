@@ -534,6 +534,17 @@ def _written_run_id(out: Path) -> str | None:
     return None
 
 
+def test_a_runs_summary_and_record_leave_out_an_earlier_runs_captures(out: Path) -> None:
+    """Runs one after the other into one -o: the captures of the earlier run (their records name its run id)
+    are not this run's; a run that captured nothing says so, and its record lists no capture."""
+    out.mkdir()
+    _capture_of(out, "h_1_20250101000000000", "a0a0a0a0a0a0", "complete")
+    result = npuprof("run", "-o", str(out), "--", sys.executable, "-c", "pass")
+    assert result.returncode == 0, result.stderr
+    assert json.loads((out / "npuprof_run.json").read_text())["captures"] == []
+    assert "no capture was written (exit code 0)" in result.stderr, result.stderr
+
+
 def test_readers_of_a_run_still_going_say_so(out: Path, tmp_path: Path) -> None:
     """helper-139: while a run went on, `analyse` reported the captures written so far with exit 0 and no
     word that the run was going; it warned that a --memory-timeline "was not made" while the post-processor
