@@ -244,6 +244,20 @@ def _elsewhere_nearly_full(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> t
     return Job(tmp_path, space=space), elsewhere
 
 
+def test_the_output_stays_watched_however_many_prof_dirs_came_after_it(tmp_path: Path) -> None:
+    """Requests into 12 prof_dirs, one after another: the guard measures 8 directories at most, and lets
+    the oldest prof_dirs go, never -o (its captures would go unguarded until the next measurement)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    space = DiskGuard(str(out), "1MiB", AgentLog(None, "test"), interval_s=3600)
+    space.check()
+    prof_dirs = [str(tmp_path / f"prof{i}") for i in range(12)]
+    for prof_dir in prof_dirs:
+        space.watch(prof_dir)
+    assert space.measured_at(str(out)) is not None
+    assert [d for d in prof_dirs if space.measured_at(d) is not None] == prof_dirs[-7:]
+
+
 def test_a_prof_dir_on_a_filesystem_below_min_free_space_is_not_captured_into(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
