@@ -107,7 +107,7 @@ def test_one_attempts_captures_keep_the_table_and_a_bad_count_is_no_damage(
 ) -> None:
     """A job whose first attempt captured nothing: no attempt column, the restart said in one line; a
     record whose restart_count is not a count (written by hand, another tool) is still a complete capture."""
-    for rank, restart in ((0, 2), (1, "2")):
+    for rank, restart in ((0, 2), (1, "2"), (2, True)):  # (JSON's true is no count: not attempt 1)
         rank_dir = tmp_path / f"vm_{rank}_20261205182107130_ascend_pt"
         rank_dir.mkdir()
         _record(rank_dir, rank, [1, 2], restart, 0)
@@ -116,6 +116,7 @@ def test_one_attempts_captures_keep_the_table_and_a_bad_count_is_no_damage(
     lines = _summary(tmp_path, capsys)
     assert lines[1] == "rank steps status size parsed directory", lines
     assert lines[2].startswith("0 1-2 complete ") and lines[3].startswith("1 1-2 complete "), lines
+    assert lines[4].startswith("2 1-2 complete "), lines
     assert (
         "npuprof: torchrun restarted the job 2 time(s): these captures are all of attempt 2 "
         "(TORCHELASTIC_RESTART_COUNT; 0: the first)"
