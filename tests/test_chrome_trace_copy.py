@@ -45,6 +45,9 @@ def test_no_gzip_gets_a_copy_of_its_own_even_after_an_abrupt_exit(tmp_path: Path
     steps = [e["name"] for e in json.loads(target.read_text())["traceEvents"] if "ProfilerStep#" in e["name"]]
     assert steps == ["ProfilerStep#1", "ProfilerStep#2"]
     assert [p.name for p in target.parent.iterdir()] == ["trace.json"]  # no temporary file left
+    umask = os.umask(0o022)  # (read back at once: the run inherited it)
+    os.umask(umask)
+    assert oct(target.stat().st_mode & 0o777) == oct(0o640 & ~umask)  # the result tree's file mode
     lines = result.stderr.splitlines()
     assert f"npuprof: --export-chrome-trace: {target}" in lines  # the summary says where, as its other notes
     assert lines[-1].startswith("next: npuprof analyse "), lines  # the summary's last line
