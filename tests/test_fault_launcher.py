@@ -1806,6 +1806,19 @@ def test_a_signal_ignored_when_npuprof_started_stays_ignored_after_the_job(out: 
     assert json.loads((out / "npuprof_run.json").read_text())["exit_code"] == 0
 
 
+def test_the_job_gets_sigpipe_and_sigxfsz_at_their_defaults_as_without_npuprof(out: Path) -> None:
+    """Python (npuprof's launcher) ignores SIGPIPE and SIGXFSZ, and an ignored signal stays ignored across
+    exec: the job's `yes | head -1` said "yes: standard output: Broken pipe", a write past `ulimit -f` got
+    EFBIG instead of the signal. Neither is in the job's SigIgn mask (/proc), as without npuprof."""
+    command = ["grep", "^SigIgn:", "/proc/self/status"]
+    both = 1 << (signal.SIGPIPE - 1) | 1 << (signal.SIGXFSZ - 1)
+    bare = subprocess.run(command, env=clean_env(), capture_output=True, text=True, timeout=60)
+    assert not int(bare.stdout.split()[1], 16) & both, bare.stdout
+    result = npuprof("run", "-o", str(out), "--", *command)
+    assert result.returncode == 0, result.stderr
+    assert not int(result.stdout.split()[1], 16) & both, result.stdout
+
+
 def test_the_signals_held_before_the_job_leave_one_ignored_at_the_start_ignored() -> None:
     """helper-136: from the run record's writing to the job's start, npuprof's handler took SIGTERM, SIGHUP
     and SIGINT, ignored ones too: under nohup a hang-up in that moment killed npuprof, whose job would have
