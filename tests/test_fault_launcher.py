@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -174,12 +174,13 @@ def test_ctrl_c_stops_a_shell_loop_around_npuprof(out: Path, tmp_path: Path) -> 
     assert shell.returncode == -signal.SIGINT
 
 
-@pytest.mark.skipif(not Path("/bin/bash").exists(), reason="needs bash")
-def test_ctrl_c_at_a_terminal_stops_a_shell_script_looping_over_npuprof(out: Path, tmp_path: Path) -> None:
-    """helper-203: `bash train_all.sh` at a terminal, its loop running `npuprof run`: npuprof gives the
-    terminal to the job, so Ctrl-C reached the job alone, not the shell (in npuprof's process group, as a
-    shell without job control runs its commands); the job and npuprof died of SIGINT, and the shell, which
-    stops at Ctrl-C only when it got SIGINT too, went on with the next run. Without npuprof it stops."""
+def _loop_over_npuprof_at_a_terminal(
+    out: Path, tmp_path: Path, interrupt: Callable[[int, int], None], until: bytes
+) -> tuple[bytes, int]:
+    """`bash -c 'for i in 1 2; do npuprof run ...; echo "after-$i"; done'` on a pty (the shell not
+    interactive, in npuprof's process group); the first run's job waits 60 s, the second's exits at once.
+    ``interrupt(master, job)`` once npuprof has given the job the terminal; what the terminal showed until
+    ``until`` (or the shell's end), and the shell's wait status."""
     import pty
 
     flag = tmp_path / "ran-once"
@@ -198,9 +199,9 @@ def test_ctrl_c_at_a_terminal_stops_a_shell_script_looping_over_npuprof(out: Pat
         _wait_for((tmp_path / "started").exists, "the job to start")
         job = int((tmp_path / "started").read_text())
         _wait_for(lambda: os.tcgetpgrp(master) == job, "npuprof to give the job the terminal")
-        os.write(master, b"\x03")  # Ctrl-C
+        interrupt(master, job)
         deadline = time.monotonic() + 60
-        while b"after-" not in seen and time.monotonic() < deadline:
+        while until not in seen and time.monotonic() < deadline:
             ready, _, _ = select.select([master], [], [], 0.2)
             if ready:
                 try:
@@ -215,9 +216,45 @@ def test_ctrl_c_at_a_terminal_stops_a_shell_script_looping_over_npuprof(out: Pat
             _kill_quietly(pid)
             os.waitpid(pid, 0)
         os.close(master)
-    assert b"after-" not in seen, f"the loop went on after Ctrl-C: {bytes(seen[-2000:])!r}"
+    return bytes(seen), status
+
+
+@pytest.mark.skipif(not Path("/bin/bash").exists(), reason="needs bash")
+def test_ctrl_c_at_a_terminal_stops_a_shell_script_looping_over_npuprof(out: Path, tmp_path: Path) -> None:
+    """helper-203: `bash train_all.sh` at a terminal, its loop running `npuprof run`: npuprof gives the
+    terminal to the job, so Ctrl-C reached the job alone, not the shell (in npuprof's process group, as a
+    shell without job control runs its commands); the job and npuprof died of SIGINT, and the shell, which
+    stops at Ctrl-C only when it got SIGINT too, went on with the next run. Without npuprof it stops."""
+    seen, status = _loop_over_npuprof_at_a_terminal(
+        out,
+        tmp_path,
+        lambda master, job: os.write(master, b"\x03"),
+        b"after-",  # Ctrl-C
+    )
+    assert b"after-" not in seen, f"the loop went on after Ctrl-C: {seen[-2000:]!r}"
     assert os.waitstatus_to_exitcode(status) == -signal.SIGINT
     assert json.loads((out / "npuprof_run.json").read_text())["exit_code"] == 128 + signal.SIGINT
+
+
+@pytest.mark.skipif(not Path("/bin/bash").exists(), reason="needs bash")
+def test_a_sigint_sent_to_npuprof_at_a_terminal_leaves_the_shell_looping_over_it(
+    out: Path, tmp_path: Path
+) -> None:
+    """The same loop, its job holding the terminal, but `kill -INT` of npuprof itself (no Ctrl-C): npuprof
+    passes it on, the job dies of it, and npuprof dies of it alone. Its shell did not get the signal, so it
+    goes on with the next run, as it does without npuprof when the job is sent SIGINT: only a Ctrl-C (which
+    npuprof's group would have had too) is sent on to npuprof's group (JobEnd.terminal_signal)."""
+
+    def kill_npuprof(master: int, job: int) -> None:
+        with open(f"/proc/{job}/status") as status:
+            launcher = next(int(line.split()[1]) for line in status if line.startswith("PPid:"))
+        os.kill(launcher, signal.SIGINT)
+
+    seen, status = _loop_over_npuprof_at_a_terminal(out, tmp_path, kill_npuprof, b"after-2")
+    assert b"after-1" in seen and b"after-2" in seen, f"the loop stopped: {seen[-2000:]!r}"
+    assert os.waitstatus_to_exitcode(status) == 0
+    first = json.loads((out / "npuprof_run.json").read_text())  # (the second run's: npuprof_run.<time>.json)
+    assert (first["exit_code"], first["signals_forwarded"]) == (128 + signal.SIGINT, [signal.SIGINT])
 
 
 def test_sighup_to_npuprof_ends_the_job_and_npuprof_dies_of_it(out: Path, tmp_path: Path) -> None:
