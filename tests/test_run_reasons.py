@@ -866,6 +866,41 @@ def test_windows_a_forked_child_skipped_count_though_it_logged_no_count_at_its_e
     assert f"{counted} (the last: [Errno 24] Too many open files; see" in said, said
 
 
+def test_windows_skipped_by_a_process_without_a_count_are_exact_when_each_left_its_record(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A forked child (os._exit: no count at its exit) skipped two windows and each left its record (a
+    directory holding it alone): the count of skipped windows is exact, not "at least" (the log's lines are
+    a lower bound only where records are fewer), in the title and in the line that gives the reason (it
+    said "at least 2" under a title of 2)."""
+    from npuprof.reports.run_summary import print_run_summary
+    from npuprof.results.run_record import CaptureSummary
+
+    why = "[Errno 24] Too many open files; training goes on, the next window is tried"
+    log = tmp_path / "npuprof.log"
+    log.write_text(
+        "2026-12-03 00:00:00 [INFO] [launcher pid=6] run r1 starts: python train.py\n"
+        "2026-12-03 00:00:01 [INFO] [agent pid=7] agent ready in train.py (rank None, run r1)\n"
+        f"2026-12-03 00:00:02 [WARNING] [agent pid=8] capture at step 9 skipped: {why}\n"
+        f"2026-12-03 00:00:03 [WARNING] [agent pid=8] capture at step 14 skipped: {why}\n"
+        "2026-12-03 00:00:09 [INFO] [agent pid=7] capture windows skipped in this process: 0\n"
+    )
+    made = CaptureSummary(
+        tmp_path / "vm_7_20261203000000000_ascend_pt", "complete", 0, 7, [6, 7], 1000, "", True
+    )
+    skipped = [
+        CaptureSummary(
+            tmp_path / f"vm_8_2026120300000{step:04}_ascend_pt", "incomplete", 0, 8, [step], 300,
+            f"capture at step {step} skipped: {why}", False, record_only=True,
+        )
+        for step in (9, 14)
+    ]  # fmt: skip
+    print_run_summary(tmp_path, [made, *skipped], 0, ProfileConfig(), log, run_id="r1")
+    said = " ".join(capsys.readouterr().err.split())
+    assert "npuprof: 1 capture(s), 2 capture window(s) skipped," in said, said
+    assert "npuprof: 2 capture window(s) could not record (the last: [Errno 24] Too many open files;" in said
+
+
 def test_windows_of_a_disk_full_until_the_jobs_end_are_a_lower_bound(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -224,7 +224,10 @@ def print_run_summary(
             f"[bold yellow]npuprof:[/] profiling stopped after an internal error in {len(stopped)} "
             f"process(es), which recorded nothing after it ({first}); see {log_name}"
         )
-    skipped, last_reason, exact = _windows_skipped(agents)
+    logged, last_reason, exact = _windows_skipped(agents)
+    # counted as the title counts them (_counted): a window's own record is one the log may have lost
+    recorded = sum(1 for c in captures if skipped_window(c))
+    skipped, exact = max(logged, recorded), exact or recorded >= logged
     if skipped:
         why = (
             f"the last: {_short(last_reason.split('; training goes on')[0])}"
