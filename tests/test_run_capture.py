@@ -60,6 +60,8 @@ def test_schedule_captures_exactly_the_scheduled_steps(scheduled) -> None:
     for d in dirs:
         record = capture_record(d)
         assert record["status"] == "complete"
+        # where it ran (a killed capture of a --worker-name dir is told from it) and that it was to be parsed
+        assert (record["host"], record["parse"]) == (os.uname().nodename, True), record
         assert record["trace"].endswith(".pt.trace.json.gz")  # gzipped in the background
         assert (d / record["trace"]).exists()
         info = json.loads((d / "profiler_info.json").read_text())
