@@ -979,6 +979,24 @@ def test_a_full_disk_is_named_as_the_reason_with_min_free_space_0(full_disk_min_
     assert f"the filesystem of --output '{out}' is full (0 B free)" in last and "not known" not in last, last
 
 
+def test_a_shorter_record_rewritten_in_place_on_a_full_disk_is_whole_json(tmpfs) -> None:
+    """On a full disk the capture's record is rewritten in the block it has (no room for a temporary file):
+    the new record, shorter than the one it replaces (its long detail gone), must not keep the old one's
+    tail after it (unreadable JSON: the capture's end lost)."""
+    from npuprof.agent.capture import _write_record_even_on_a_full_disk
+
+    mount = tmpfs("64k")
+    path = mount / "npuprof_capture.json"
+    path.write_text(json.dumps({"status": "capturing", "detail": "x" * 2000}))
+    with contextlib.suppress(OSError), open(mount / "filler", "wb") as handle:
+        for _ in range(64):
+            handle.write(b"\0" * 4096)
+            handle.flush()
+    assert os.statvfs(mount).f_bavail == 0
+    _write_record_even_on_a_full_disk(path, {"status": "complete", "steps": [3, 4]})
+    assert json.loads(path.read_text()) == {"status": "complete", "steps": [3, 4]}
+
+
 def test_capture_stopped_when_the_disk_fills_during_it(tmpfs, tmp_path: Path) -> None:
     mount = tmpfs("64m")
     out = mount / "result"
