@@ -1921,6 +1921,24 @@ def test_a_trigger_says_it_replaces_a_request_taken_and_not_begun(
     assert last not in said and "taken and not begun" not in said, said
 
 
+def test_a_template_the_disk_cut_short_is_not_left_as_the_request_file(tmp_path: Path) -> None:
+    """--dynamic DIR on a full disk: the run fails to start with the disk's error, and leaves no empty
+    profiler_config.json behind, which no later run replaces (an existing file is never overwritten)."""
+    import contextlib
+
+    from conftest import small_tmpfs
+
+    with small_tmpfs(tmp_path / "tmpfs", "64k") as mount:
+        with contextlib.suppress(OSError), open(mount / "filler", "wb") as handle:
+            for _ in range(64):
+                handle.write(b"\0" * 4096)
+                handle.flush()
+        assert os.statvfs(mount).f_bavail == 0
+        with pytest.raises(OSError, match="No space left"):
+            prepare(str(mount / "cfg"))
+        assert not (mount / "cfg" / CONFIG_NAME).exists()
+
+
 def test_a_dynamic_folder_on_a_read_only_file_system_is_said_so(tmp_path: Path) -> None:
     """A --dynamic folder mounted read-only where the job runs (a shared folder, rw on the login node): run
     said to use `npuprof trigger` and `npuprof status` there, which had nothing to write or to read (the
