@@ -267,7 +267,7 @@ def test_cli_bad_input(tmp_path, made):
     assert len(missing.stderr.strip().splitlines()) == 1
     (tmp_path / "b_2_20250101000000000_ascend_pt").mkdir()
     several = cli("export-stacks", str(tmp_path))
-    assert several.returncode == 1 and "2 rank directories" in several.stderr
+    assert several.returncode == 1 and "2 captures of 2 processes, none with a rank" in several.stderr
     # torch's tensorboard_trace_handler layout: one of them was taken, silently (helper-87)
     handler = tmp_path / "tb"
     handler.mkdir()
@@ -876,6 +876,27 @@ def test_captures_without_ranks_are_not_told_to_pick_one_with_rank(tmp_path):
         assert proc.returncode == 1, proc.stderr
         latest = "give one of them, or --rank 0 for the latest (w_11_20260101000500000_ascend_pt)"
         assert latest in proc.stderr and "rank N" not in proc.stderr, proc.stderr
+
+
+def test_captures_of_one_process_are_named_so_not_rank_directories(tmp_path):
+    """helper-371: a --repeat 3 run of one process (3 captures, no rank) was said to hold "3 rank
+    directories ... --rank 0", which reads as if the job had ranks. The line says whose captures they are."""
+    sys.path.insert(0, str(Path(__file__).parent / "analyse_support"))
+    from handmade import write_rank_dir
+
+    out = tmp_path / "npuprof_result"
+    for stamp in ("20260101000000000", "20260101000001000", "20260101000002000"):
+        trace = {"traceEvents": [ev("aten::mm", "cpu_op", 0, 7)]}
+        write_rank_dir(out, trace, rank=None, name=f"w_42_{stamp}")
+    for command in (
+        ["export-stacks", str(out)],
+        ["memory-timeline", str(out), "-o", str(tmp_path / "m.json")],
+    ):
+        proc = cli(*command)
+        assert proc.returncode == 1, proc.stderr
+        assert f"{out} holds 3 captures of one process, pid 42, no rank (w_42_" in proc.stderr, proc.stderr
+        assert "--rank 0 for the latest (w_42_20260101000002000_ascend_pt)" in proc.stderr, proc.stderr
+        assert "rank directories" not in proc.stderr, proc.stderr
 
 
 def test_a_gpu_runs_stacks_under_the_npu_name_are_the_gpus_said_once_not_reported_ignored(tmp_path):

@@ -84,11 +84,24 @@ def _single_rank_dir(source: Path, rank: int | None, notes: list[str] | None) ->
         more = f" and {len(found) - 3} more" if len(found) > 3 else ""
         if any(layout.rank_of(d) is not None for d in found):
             pick = "give one of them, or pick a rank's latest with --rank N"
-        else:  # a single process's captures (a script run twice into one output): rank 0's
+        else:  # no rank: one process's captures (--repeat), or a script run twice into one output
             latest = max(found, key=_capture_time).relative_to(source)
             pick = f"give one of them, or --rank 0 for the latest ({latest})"
+            raise InputError(f"{source} holds {_rankless_captures(found)} ({names}{more}): {pick}")
         raise InputError(f"{source} holds {len(found)} rank directories ({names}{more}): {pick}")
     return source
+
+
+def _rankless_captures(found: list[Path]) -> str:
+    """``"3 captures of one process, pid 4242, no rank"``, or of how many processes: captures without a rank
+    are no ranks' directories (helper-371: a --repeat 3 run was said to hold "3 rank directories")."""
+    names = [layout.parse_rank_dir_name(d.name) for d in found]
+    processes = {(n["worker"], n["pid"]) for n in names if n is not None}
+    if len(processes) == 1 and None not in names:
+        return f"{len(found)} captures of one process, pid {next(iter(processes))[1]}, no rank"
+    if None not in names:
+        return f"{len(found)} captures of {len(processes)} processes, none with a rank"
+    return f"{len(found)} captures, none with a rank"
 
 
 def _latest_of_rank(source: Path, found: list[Path], rank: int, notes: list[str] | None) -> Path:
