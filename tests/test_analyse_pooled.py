@@ -87,6 +87,8 @@ def test_the_pooled_sections_export_stacks_command_runs_as_given(repeated: Path,
     )
     command = shlex.split(said)
     assert command[2] == str(rank_dirs(repeated)[-1]), said  # the latest, by its name's start stamp
+    # captured without --with-stack: the graph is operator nesting only, and the note says so (helper-371)
+    assert "no Python stacks, so that shows operator nesting only" in analysed.stdout, analysed.stdout
     svg = tmp_path / "flame.svg"
     made = npuprof(*command[1:-1], str(svg), timeout=120)
     assert made.returncode == 0, made.stderr

@@ -429,6 +429,33 @@ def test_the_cpu_only_note_names_the_command_that_shows_the_free_time(tmp_path: 
     assert shlex.split(command) == ["npuprof", "export-stacks", str(rank_dir), "--svg", "flame.svg"], said
 
 
+def test_the_cpu_only_note_says_a_capture_without_python_stacks_gets_operator_nesting(tmp_path: Path) -> None:
+    """helper-371: the note sent a capture without --with-stack to export-stacks "for the free time", where
+    that flame graph shows operator nesting only (the free time ProfilerStep's own), and only export-stacks
+    then said to add the flag. The note says it, from the profiler_info that npuprof run writes."""
+    import io
+    import json
+
+    from rich.console import Console
+
+    from npuprof.analysis.report import build_report
+    from npuprof.reports import terminal
+
+    said = {}
+    for with_stack in (False, True):
+        rank_dir = write_rank_dir(tmp_path / str(with_stack), cpu_trace(), rank=0)
+        # as npuprof run writes it (config.common_config, torch_npu's layout)
+        info = {"config": {"common_config": {"with_stack": with_stack, "profile_memory": False}}}
+        (rank_dir / "profiler_info_0.json").write_text(json.dumps(info))
+        out = io.StringIO()
+        terminal.render_table(build_report(tmp_path / str(with_stack), jobs=1), Console(file=out, width=400))
+        said[with_stack] = " ".join(out.getvalue().split())
+        assert f"what the free time was: npuprof export-stacks {rank_dir} --svg flame.svg" in said[with_stack]
+    assert "this capture has no Python stacks, so that shows operator nesting only" in said[False], said
+    assert "add --with-stack to npuprof run" in said[False], said
+    assert "Python stacks" not in said[True] and "--with-stack" not in said[True], said
+
+
 def test_a_capture_in_which_no_operator_ran_is_said_so_not_sent_to_export_stacks(tmp_path: Path) -> None:
     """A `--delay` window of a parent that waits in subprocess.run for the script that trains: its capture
     holds the profiler's own span and no operator; analyse's CPU note sent the user to `npuprof

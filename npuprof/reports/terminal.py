@@ -26,6 +26,7 @@ from npuprof.analysis.report_schema import (
 from npuprof.analysis.step_fields import OPTIONAL_ORDER, STEP_TIME_FIELDS
 from npuprof.invocation import npuprof_cmd
 from npuprof.reports.text import printable, shorten_middle, shorten_range_name
+from npuprof.results import layout
 
 T = TypeVar("T")
 STEP_KEYS = (*STEP_TIME_FIELDS, *OPTIONAL_ORDER)
@@ -353,16 +354,27 @@ def _cpu_only_note(rank_dir: str, pooled: bool = False) -> str:
     """What comp, free and prep ms are on a CPU-only trace, and the command that shows what the free time
     was: prep ends at the step's first operator (docs/formats.md, "Step breakdown", its Preparing row), so a
     DataLoader's wait after any operator of the step (a logged loss.item()) is free time, seen in no table.
-    ``pooled``: ``rank_dir`` is the latest capture of a pooled section, and the note says so."""
+    ``pooled``: ``rank_dir`` is the latest capture of a pooled section, and the note says so. A capture
+    without Python stacks gets operator nesting only from export-stacks, its free time ProfilerStep's own
+    (README, "Stacks after the run"): the note says so, and which flag records the frames."""
     from npuprof.reports.run_summary import shell_quote
 
+    no_stacks = layout.recorded_with_stack(Path(rank_dir)) is False
     return printable(
         "no device kernels: CPU-only trace (the CPU is the device: comp is its operators' time, free the "
         "rest of the step, the Python between operators and waits included; prep ms runs to the step's first "
         "operator, a loss.item() before the DataLoader's wait, say); what the free time was: "
         + npuprof_cmd(f"export-stacks {shell_quote(rank_dir)} --svg flame.svg")
         + (" (its latest capture)" if pooled else "")
+        + (NO_PYTHON_STACKS if no_stacks else "")
     )
+
+
+# the capture's profiler_info says with_stack false: export-stacks has operators and ranges to nest, no frame
+NO_PYTHON_STACKS = (
+    "; this capture has no Python stacks, so that shows operator nesting only (free time as ProfilerStep's "
+    "own, DataLoader waits and your ranges by name): add --with-stack to npuprof run for your code's frames"
+)
 
 
 RANGE_COLUMNS = ("calls", "total ms", "mean ms", "max ms")

@@ -499,6 +499,13 @@ def recorded_option(rank_dir: Path, key: str) -> bool | None:
     return said if isinstance(said, bool) else None
 
 
+def recorded_with_stack(rank_dir: Path) -> bool | None:
+    """Whether the capture was recorded with Python stacks (its profiler_info's ``with_stack``, as npuprof
+    and torch_npu write it); None where no profiler_info says (a bare trace, another tool's capture)."""
+    value = _common_config_value(rank_dir, "with_stack")
+    return value if isinstance(value, bool) else None
+
+
 def _common_config_value(rank_dir: Path, key: str) -> Any:
     """``config.common_config[key]`` of the first profiler_info*.json of ``rank_dir`` that holds it, else
     None (none, not a regular file, over 1 MiB, damaged)."""
