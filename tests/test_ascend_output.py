@@ -259,6 +259,28 @@ def test_communication_and_memory_tables(tmp_path: Path) -> None:
     assert (rank["memory_peak_mb"], rank["memory_peak_reserved_mb"]) == (300.0, 320.0)
 
 
+def test_a_steps_memory_window_ends_at_its_first_task_plus_its_duration(tmp_path: Path) -> None:
+    """The memory window of a torch_npu step runs from its host start (first task less Preparing) to the end
+    of torch_npu's window, its first task plus its duration (docs/formats.md): a record in the last
+    Preparing-long stretch of that window counts; one at its end does not (helper-368: a window ending at
+    the host start plus the duration, Preparing too early, failed no test)."""
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 5000.0, 100.0, 400.0, 12.5)])
+    first = min(float(k["Start Time(us)"]) for k in _kernels("kernel_details_2023.csv"))
+    end = first + 5000.0 + 100.0 + 400.0  # the first task plus Computing + Not Overlapped + Free
+    with open(d / "ASCEND_PROFILER_OUTPUT" / "memory_record.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["Component", "Timestamp(us)", "Total Allocated(MB)", "Total Reserved(MB)"])
+        w.writerows(
+            [
+                ["PTA", first - 100.0, 10.0, 16.0],  # what the step starts with
+                ["PTA", end - 5.0, 700.0, 768.0],  # inside the window, after host start + duration
+                ["PTA", end, 900.0, 1024.0],  # the window's end: the next step's
+            ]
+        )
+    (step,) = _report(tmp_path)["ranks"][0]["steps"]
+    assert (step["memory_peak_mb"], step["memory_peak_reserved_mb"]) == (700.0, 768.0)
+
+
 def test_a_damaged_step_table_is_named_and_the_other_ranks_go_on(tmp_path: Path) -> None:
     _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 5000.0, 100.0, 400.0, 12.5)])
     bad = _rank_dir(tmp_path, 1, "kernel_details_2023.csv", [], stamp=456)
