@@ -281,6 +281,21 @@ def test_a_steps_memory_window_ends_at_its_first_task_plus_its_duration(tmp_path
     assert (step["memory_peak_mb"], step["memory_peak_reserved_mb"]) == (700.0, 768.0)
 
 
+def test_sdma_holds_the_sio_link_too(tmp_path: Path) -> None:
+    """SDMA sums the on-chip links HCCS, PCIE and SIO (ascend_output.SDMA_PARTS): an operation of all
+    three beside RDMA moved SDMA's MB and RDMA's, SIO's not a second time (helper-368: SIO counted again
+    beside SDMA failed no test)."""
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 5000.0, 100.0, 400.0, 12.5)])
+    sizes = {"HCCS": 2.0, "PCIE": 1.0, "SIO": 0.5, "RDMA": 0.25}
+    links = {name: {"Transit Size(MB)": mb} for name, mb in sizes.items()}
+    links["SDMA"] = {"Transit Size(MB)": 2.0 + 1.0 + 0.5}
+    op = {"Communication Time Info": {"Elapse Time(ms)": 1.0}, "Communication Bandwidth Info": links}
+    comm = {"step1": {"collective": {"hcom_allReduce__1_0@1": op}, "p2p": {}}}
+    (d / "ASCEND_PROFILER_OUTPUT" / "communication.json").write_text(json.dumps(comm))
+    rank = _report(tmp_path)["ranks"][0]
+    assert rank["communication"]["size_mb"] == pytest.approx(3.5 + 0.25)
+
+
 def test_a_damaged_step_table_is_named_and_the_other_ranks_go_on(tmp_path: Path) -> None:
     _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 5000.0, 100.0, 400.0, 12.5)])
     bad = _rank_dir(tmp_path, 1, "kernel_details_2023.csv", [], stamp=456)
