@@ -180,6 +180,24 @@ def test_the_communication_process_is_what_compare_reads(cuda: dict[str, Any]) -
     assert ops[all_reduce]["ts"] == _epoch(cuda["base"], T0 + 350)  # the device's NCCL kernel
 
 
+def test_the_spans_npuprof_adds_keep_their_nanoseconds(tmp_path: Path) -> None:
+    """torch_npu writes a span's dur to the nanosecond (0.001 µs): the Communication process's collectives
+    and the Overlap Analysis lanes keep an all-reduce of 250.007 µs so (helper-368: rounded to 0.01 µs, they
+    failed no test, the hand-made traces' times being whole µs)."""
+    trace = cuda_trace()
+    trace["baseTimeNanoseconds"] = BASES[1]
+    (nccl,) = [e for e in trace["traceEvents"] if e["name"] == "ncclDevKernel_AllReduce_Sum_f32"]
+    nccl["dur"] = 250.007
+    view = json.loads((_parsed(tmp_path, trace) / "trace_view.json").read_text())
+    assert _compare_reads(view) == {"allreduce": [250.007], "receive": [200]}
+    pid = _pid_of(view, "Overlap Analysis")
+    names = ("Communication", "Communication(Not Overlapped)")
+    lanes = {n: sorted(e["dur"] for e in view if e["pid"] == pid and e.get("name") == n) for n in names}
+    # the all-reduce [350, 600.007) after the kernels' end at 400: 200.007 of it not overlapped
+    assert lanes["Communication"] == [200, 250.007]
+    assert lanes["Communication(Not Overlapped)"] == [200, 200.007]
+
+
 def test_operators_link_to_the_device_tasks_they_launched(cuda: dict[str, Any]) -> None:
     view, base = cuda["view"], cuda["base"]
     flows: dict[Any, dict[str, dict[str, Any]]] = {}
