@@ -138,6 +138,23 @@ def test_kernel_details_csv_is_the_columns_formatted(cuda: tuple[tables.RankTabl
     ]
 
 
+def test_wait_time_keeps_the_tables_nanoseconds(tmp_path: Path) -> None:
+    """Wait Time(us) is written to 0.001 µs, as Duration(us) (helper-368: rounded to 0.01 µs it failed no
+    test, the hand-made waits being whole µs): kernel_e starts 1700.1234 on kernel_d's stream 9, which ended
+    at 1600.567 + 12.3456 = 1612.9126, so it waited 87.2108 µs, written 87.211."""
+    trace = _with_kernel_d(cuda_trace())
+    trace["traceEvents"].append(
+        x("kernel_e", "kernel", 1700.1234, 1.0, pid=0, tid=9, correlation=17, stream=9, device=0)
+    )
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(trace))
+    extract, meta, _end = scan(path)
+    k = tables.build_tables(extract, None, tables.base_ns_of(meta)).kernels
+    rows = list(csv.DictReader([",".join(k.header), *k.csv_lines()]))
+    (row,) = [r for r in rows if r["Name"] == "kernel_e"]
+    assert (row["Wait Time(us)"], row["Duration(us)"]) == ("87.211", "1.0")
+
+
 def test_without_steps_the_table_has_no_step_column(tmp_path: Path) -> None:
     trace = _with_kernel_d(cuda_trace())
     trace["traceEvents"] = [e for e in trace["traceEvents"] if not e["name"].startswith("ProfilerStep#")]
