@@ -1127,6 +1127,29 @@ def test_memory_record_times_devices_and_components_as_written(tmp_path: Path) -
     assert sum(row[2] for row in raw) == round(app[-1][2] * 2**20)  # the deltas add up to the last total
 
 
+def test_memory_record_times_and_sizes_to_the_nanosecond_and_byte(tmp_path: Path) -> None:
+    """memory-timeline of memory_record.csv: each record at its epoch ns, its MB as the nearest byte, the
+    reserved line at the record's epoch µs (helper-368: ns offsets truncated, 1.001 µs read 1000 ns and
+    7.013 µs 7012; MB truncated to a byte below; the reserved line 1 µs late: none failed a test)."""
+    from npuprof.reports.memory_timeline import from_memory_record
+
+    out = tmp_path / "ASCEND_PROFILER_OUTPUT"
+    out.mkdir()
+    times = ["1700000000000000.000", "1700000000000001.001", "1700000000000007.013"]
+    allocated, reserved = [10.0, 12.3, 11.1], [20.0, 20.3, 24.7]
+    rows = [["PTA", t, a, r, a, 0, "NPU:0"] for t, a, r in zip(times, allocated, reserved, strict=True)]
+    _memory_record(out, rows)
+    data = from_memory_record(out / "memory_record.csv")
+    ns = [int(t.replace(".", "")) for t in times]
+    total = [round(Decimal(str(mb)) * 2**20) for mb in allocated]  # the nearest byte
+    assert [(t, size) for t, _action, size, _cat in data.raw] == [
+        (ns[0], total[0]),  # what was allocated before the first record
+        (ns[1], total[1] - total[0]),
+        (ns[2], total[2] - total[1]),
+    ]
+    assert data.reserved == ([t // 1000 for t in ns], [round(Decimal(str(mb)) * 2**20) for mb in reserved])
+
+
 def test_two_traces_of_one_process_are_not_said_to_be_processes_without_a_rank(tmp_path: Path) -> None:
     """helper-93: tensorboard_trace_handler's two traces of one process (two cycles of a schedule) were
     said to be "2 processes' captures" with no rank."""
