@@ -818,6 +818,25 @@ def test_a_collectives_nelems_of_nan_is_unknown_not_zero(tmp_path: Path) -> None
     assert rank["communication"] == {"operators": 1, "time_us": kernel["dur"], "size_unknown_operators": 1}
 
 
+def test_a_collectives_size_is_its_in_msg_nelems_not_its_out(tmp_path: Path) -> None:
+    """An all-gather of 4 ranks records 1000 elements in and 4000 out: its size is the input's, 1000 floats
+    (README, "communication tables": from ``In msg nelems``; helper-368: sized by ``Out msg nelems`` when
+    both are numbers, it failed no test, the tests' collectives having one count or two equal)."""
+    comms = {"Collective name": "allgather", "In msg nelems": 1000, "Out msg nelems": 4000, "dtype": "Float",
+             "External id": 3}  # fmt: skip
+    kernel = _x("ncclDevKernel_AllGather_RING_LL", 320, 300, 0, 9, "kernel", stream=9, correlation=11,
+                **{"External id": 3})  # fmt: skip
+    events = [
+        _meta(1, "python"),
+        _meta(0, "GPU 0"),
+        _x("ProfilerStep#1", 0, 1000, 1, 1, "user_annotation"),
+        _x("record_param_comms", 300, 15, 1, 1, "cpu_op", **comms),
+        kernel,
+    ]
+    (rank,) = _analyse_json(_write(tmp_path / "gather.json", {"traceEvents": events}))["ranks"]
+    assert rank["communication"] == {"operators": 1, "time_us": kernel["dur"], "size_mb": 1000 * 4 / 1e6}
+
+
 def test_nccls_sendrecv_kernel_is_a_receive_only_when_its_record_says_so(tmp_path: Path) -> None:
     """NCCL runs both directions of point-to-point as ncclDevKernel_SendRecv: a send was read as a receive
     (the pipeline's bubble, 200 µs of it in a step that waited for nothing)."""
