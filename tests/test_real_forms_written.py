@@ -198,6 +198,22 @@ def test_the_spans_npuprof_adds_keep_their_nanoseconds(tmp_path: Path) -> None:
     assert lanes["Communication(Not Overlapped)"] == [200, 200.007]
 
 
+def test_communication_size_distribution_keys_are_mb_to_the_byte(cuda: dict[str, Any]) -> None:
+    """communication.json's Size Distribution is keyed by the operation's MB to the byte, six decimals
+    as the real file's ("0.003072": 3072 B; tests/fixtures/ascend-real/cluster_communication.json):
+    the all-reduce's 1024 floats are "0.004096", the receive's 256 bfloat16 "0.000512" (helper-368: keys
+    of three decimals failed no test)."""
+    comm = json.loads((cuda["out"] / "communication.json").read_text())
+    keys = {
+        name.split("__")[0]: list(op["Communication Bandwidth Info"]["SDMA"]["Size Distribution"])
+        for step in comm.values()
+        for kind in ("collective", "p2p")
+        for name, op in step[kind].items()
+        if name != "Total Op Info"
+    }
+    assert keys == {"allreduce": ["0.004096"], "recv": ["0.000512"]}
+
+
 def test_operators_link_to_the_device_tasks_they_launched(cuda: dict[str, Any]) -> None:
     view, base = cuda["view"], cuda["base"]
     flows: dict[Any, dict[str, dict[str, Any]]] = {}
