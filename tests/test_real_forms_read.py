@@ -885,6 +885,28 @@ def _with_communication_process(raw: list[dict[str, Any]], process: str) -> tupl
     return events, spans
 
 
+def test_a_receive_of_torch_npus_communication_process_is_point_to_point(tmp_path: Path) -> None:
+    """HCCL names a receive ``hcom_receive_`` (docs/formats.md, the collectives' names): communication.json
+    lists it under p2p, beside the all-reduce under collective (helper-368: without "receive" among the
+    point-to-point names it was a collective, and no test failed)."""
+    events, _spans = _with_communication_process(_raw(), "HCCL")
+    for e in events:
+        if e.get("name") == "hcom_allReduce__123_1_1":
+            e["name"] = "hcom_receive__123_1_1"
+    rank_dir = tmp_path / "host_1_20250101000000000_ascend_pt"
+    rank_dir.mkdir()
+    (rank_dir / "profiler_info_0.json").write_text("{}")
+    _write(rank_dir / "host.1.pt.trace.json", events)
+    _analyse_json(rank_dir)
+    comm = json.loads((rank_dir / "ASCEND_PROFILER_OUTPUT" / "communication.json").read_text())
+    kinds = {
+        kind: sorted(name.split("__")[0] for name in ops if name != "Total Op Info")
+        for step in comm.values()
+        for kind, ops in step.items()
+    }
+    assert kinds == {"collective": ["allReduce"], "p2p": ["receive"]}
+
+
 @pytest.mark.parametrize("process", ["HCCL", "Communication"])
 def test_collectives_of_torch_npus_communication_process_are_communication(
     tmp_path: Path, process: str
