@@ -252,6 +252,15 @@ def _header(path: Path) -> list[str]:
         return next(csv.reader(handle))
 
 
+def test_step_trace_time_has_the_real_columns_in_their_order(cuda: dict[str, Any]) -> None:
+    """step_trace_time.csv's columns are torch_npu's, in its order: Device_id and Step, then the times as
+    msprof-analyze's cluster table (built from the ranks' tables) lists them after its Step, Type and
+    Index, then Preparing (helper-368: Bubble before Stage failed no test)."""
+    real = _header(REAL / "cluster_step_trace_time.csv")
+    assert real[:3] == ["Step", "Type", "Index"]
+    assert _header(cuda["out"] / "step_trace_time.csv") == ["Device_id", "Step", *real[3:], "Preparing"]
+
+
 def test_kernel_details_has_the_real_header_and_ids(cuda: dict[str, Any]) -> None:
     real_2023, real_2025 = (
         _header(REAL / "kernel_details_2023.csv"),
