@@ -195,6 +195,40 @@ def test_memory_and_trace_view(cuda_dir: Path) -> None:
     assert summary["memory"]["peak_allocated_mb"] == round(8192 / 2**20, 3)
 
 
+def test_operator_memory_row_and_step_peaks_by_hand(tmp_path: Path) -> None:
+    """operator_memory.csv's row of the trace's one block, every figure by hand (4096 B allocated at 25.1234
+    inside aten::addmm, totals 8192 B allocated and 4 MiB reserved; freed at 50.4567, 4096 B left), and each
+    step's memory peak: step 2 holds no memory event and started with what the free left (helper-368: the
+    release's reserved and active columns swapped, a duration rounded to 0.01 µs and step 2's peak lost all
+    failed no test)."""
+    trace = cuda_trace()
+    for e in trace["traceEvents"]:
+        if e["name"] == "[memory]":
+            e["ts"] = T0 + (25.1234 if e["args"]["Bytes"] > 0 else 50.4567)
+    rank_dir = write_rank_dir(tmp_path, trace)
+    assert parse_rank_dir(rank_dir).status == "parsed"
+    (row,) = _rows(rank_dir / "ASCEND_PROFILER_OUTPUT" / "operator_memory.csv")
+    mib = 2**20
+    assert (row["Name"], float(row["Size(KB)"]), row["Duration(us)"], row["Active Duration(us)"]) == (
+        "aten::addmm",
+        4.0,
+        "25.334",  # 50.457 - 25.123: the times as written, to the ns
+        "25.334",
+    )
+    figures = {k: float(v) for k, v in row.items() if k.endswith("(MB)")}
+    assert figures == {
+        "Allocation Total Allocated(MB)": round(8192 / mib, 6),
+        "Allocation Total Reserved(MB)": 4.0,
+        "Allocation Total Active(MB)": round(8192 / mib, 6),
+        "Release Total Allocated(MB)": round(4096 / mib, 6),
+        "Release Total Reserved(MB)": 4.0,
+        "Release Total Active(MB)": round(4096 / mib, 6),
+    }
+    summary = json.loads((rank_dir / "ASCEND_PROFILER_OUTPUT" / SUMMARY_FILE).read_text())
+    peaks = [(s["step"], s["memory_peak_mb"]) for s in summary["steps"]]
+    assert peaks == [(1, round(8192 / mib, 3)), (2, round(4096 / mib, 3))]
+
+
 def test_cpu_only_overlap(tmp_path: Path) -> None:
     rank_dir = write_rank_dir(tmp_path, cpu_trace())
     assert parse_rank_dir(rank_dir).ok
