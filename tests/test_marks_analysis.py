@@ -370,6 +370,36 @@ def test_a_range_ended_by_a_thread_torch_does_not_record_ends_where_it_ended(tmp
     assert [float(d) for _, d in layer] == [200.0, 300.5, 100.5], layer
 
 
+def test_an_end_from_another_thread_ends_the_range_of_its_name_that_began_first(tmp_path: Path) -> None:
+    """Two "load" ranges [1100, 4000) and [2100, 4000) both hold 2400.5, an end noted from another thread:
+    it ends the one that began first (1300.5 µs); the end at 3500 then ends the other (1400 µs)
+    (helper-368: ending the one that began last, 300.5 and 2400 µs, failed no test: the other test's ends
+    each fell where one range alone held them)."""
+    from npuprof.analysis.report import build_report
+    from npuprof.reports import terminal
+
+    trace = marked_trace(comm_in_trace=False)
+    trace["traceEvents"] = [e for e in trace["traceEvents"] if e["name"] != "load"] + [
+        _x("load", "user_annotation", 1100, 2900),
+        _x("load", "user_annotation", 2100, 1900),
+    ]
+    rank_dir = write_rank_dir(tmp_path, trace, rank=0, name="host_0_2025")
+    marks = {
+        "version": 1,
+        "names": {"tick": "mark", "load": "range"},
+        "names_not_listed": 0,
+        "ended_elsewhere": [{"name": "load", "end_ns": _ns(3500)}, {"name": "load", "end_ns": _ns(2400.5)}],
+    }
+    (rank_dir / "npuprof_marks.json").write_text(json.dumps(marks))
+    data = json.loads(terminal.render_json(build_report(rank_dir, jobs=1)))
+    (ranges,) = [r for r in data["ranks"][0]["ranges"] if r["name"] == "load"]
+    assert (ranges["count"], ranges["total_us"], ranges["max_us"]) == (2, 1300.5 + 1400.0, 1400.0), ranges
+    layer = sorted(
+        (e["ts"], e["dur"]) for e in _trace_view(rank_dir) if e["name"] == "load" and e["pid"] == MSPROFTX_PID
+    )
+    assert [float(d) for _, d in layer] == [1300.5, 1400.0], layer
+
+
 def test_a_capture_without_marks_or_gc_keeps_its_outputs_as_they_were(tmp_path: Path) -> None:
     from npuprof.analysis.report import build_report
     from npuprof.reports import terminal
