@@ -412,6 +412,9 @@ def test_times_past_an_int64_of_nanoseconds_read_as_0_never_wrapped() -> None:
         b"9000000000000000.5",
         b"1704161511420306.4915",  # a 4th decimal rounds half up
         b"5298017518195.893",
+        b"-1.0005",  # half away from 0, as Decimal's ROUND_HALF_UP (helper-368: -999 ns failed no test)
+        b"-2.0004",
+        b"7.25",  # fewer than three decimals
     ]
     assert ns_of_texts(texts).tolist() == [by_hand(t) for t in texts]
     assert by_hand(texts[0]) == 0 and by_hand(texts[2]) == 2**63 - 1  # the test's own bound holds
