@@ -180,6 +180,43 @@ def test_the_communication_process_is_what_compare_reads(cuda: dict[str, Any]) -
     assert ops[all_reduce]["ts"] == _epoch(cuda["base"], T0 + 350)  # the device's NCCL kernel
 
 
+def test_collectives_are_numbered_in_their_group_whatever_their_type(tmp_path: Path) -> None:
+    """HCCL numbers a group's collectives in one sequence across their types: the real kernel_details.csv
+    has hcom_allReduce__328_0, hcom_reduceScatter__328_1, hcom_allReduce__328_2 (checked here). An
+    all-reduce then an all-gather of group "0" are hcom_allReduce__<h>_0 and hcom_allGather__<h>_1 in
+    trace_view.json, allreduce__0@ and allgather__1@ in communication.json (helper-368: each type was
+    numbered on its own, the all-gather _0, unlike HCCL, analysis.db and docs/formats.md)."""
+    numbers: dict[str, list[int]] = {}
+    for row in _rows(REAL / "kernel_details_2023.csv"):
+        if row["Name"].startswith("hcom_"):
+            group, n = row["Name"].split("__")[1].split("_")[:2]
+            if not numbers.get(group) or numbers[group][-1] != int(n):
+                numbers.setdefault(group, []).append(int(n))
+    types = {
+        row["Name"].split("__")[0]
+        for row in _rows(REAL / "kernel_details_2023.csv")
+        if "__328_" in row["Name"]
+    }
+    assert len(types) > 1 and numbers["328"] == list(range(len(numbers["328"])))
+    trace = cuda_trace()
+    for e in trace["traceEvents"]:
+        if e["name"] == "record_param_comms" and e["args"]["Collective name"] == "recv":
+            e["args"].update({"Collective name": "allgather", "Process Group Name": "0"})
+        if e["name"] == "ncclDevKernel_SendRecv":
+            e["name"] = "ncclDevKernel_AllGather_RING_LL"
+    out = _parsed(tmp_path, trace)
+    view = json.loads((out / "trace_view.json").read_text())
+    pid = _pid_of(view, "Communication")
+    h = group_id("0")
+    names = sorted(e["name"] for e in view if e["pid"] == pid and e["ph"] == "X")
+    assert names == [f"hcom_allGather__{h[-3:]}_1", f"hcom_allReduce__{h[-3:]}_0"]
+    comm = json.loads((out / "communication.json").read_text())
+    keys = {
+        name for step in comm.values() for ops in step.values() for name in ops if name != "Total Op Info"
+    }
+    assert keys == {f"allreduce__0@{h}", f"allgather__1@{h}"}
+
+
 def test_the_spans_npuprof_adds_keep_their_nanoseconds(tmp_path: Path) -> None:
     """torch_npu writes a span's dur to the nanosecond (0.001 µs): the Communication process's collectives
     and the Overlap Analysis lanes keep an all-reduce of 250.007 µs so (helper-368: rounded to 0.01 µs, they

@@ -574,12 +574,12 @@ def build(
     has a time base (``base_ns``), as trace_view.json's."""
     comm: dict[str, dict[str, dict[str, Any]]] = {}
     matrix: dict[str, dict[str, dict[str, Any]]] = {}
-    seq: dict[tuple[str, str], int] = {}
+    seq: dict[str, int] = {}  # the collective's index in its group, whatever its type (docs/formats.md)
     per_kind: dict[tuple[str, str, str], list[tuple[str, CommOp]]] = {}
     records = _op_records(ops, base_ns / 1000.0)
     for op, step, record in zip(ops, _step_keys(ops, windows), records, strict=True):
-        n = seq.get((op.group, op.name), 0)
-        seq[(op.group, op.name)] = n + 1
+        n = seq.get(op.group, 0)
+        seq[op.group] = n + 1
         if step is None:
             continue
         kind = "p2p" if op.p2p else "collective"

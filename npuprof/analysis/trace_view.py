@@ -321,11 +321,12 @@ def _communication(comm_ops: list[Any], base_ns: int) -> list[bytes]:
         groups.setdefault(op.group, len(groups))
     for group, index in groups.items():
         out += _thread(COMM_PID, index, f"Group {group} Communication", index)
-    seq: dict[tuple[str, str], int] = {}
+    # n: the collective's index in its group, whatever its type, as HCCL numbers them (docs/formats.md)
+    seq: dict[str, int] = {}
     names: list[bytes] = []
     for op in comm_ops:
-        n = seq.get((op.group, op.name), 0)
-        seq[(op.group, op.name)] = n + 1
+        n = seq.get(op.group, 0)
+        seq[op.group] = n + 1
         # the last 3 digits of the group's hash, as torch_npu names them (docs/formats.md)
         names.append(_ENC.encode(f"hcom_{hcom_name(op.name)}__{group_id(op.group)[-3:]}_{n}"))
     starts = np.array([op.ts for op in comm_ops], dtype=np.float64)
