@@ -368,6 +368,25 @@ def test_call_stacks_are_rebuilt_from_the_python_frames(tmp_path: Path) -> None:
     assert "Call stack" not in step.get("args", {})  # it starts before every frame
 
 
+def test_call_stacks_at_the_frames_edges(tmp_path: Path) -> None:
+    """A frame is open from its start to before its end: aten::mm starting with two frames at 100 is in
+    both, the shorter innermost; aten::add at 500, where model.py(30) ended, is not in it (helper-368: a
+    frame starting with the operator left out, the longer of two frames taken for the inner one, and a frame
+    ending at the operator's start kept open each failed no test)."""
+    trace = copy.deepcopy(cpu_trace())
+    trace["with_stack"] = 1
+    trace["traceEvents"] += [
+        _frame("train.py(10): <module>", 50, 600, 1, None),
+        _frame("model.py(20): forward", 100, 300, 2, 1),
+        _frame("model.py(25): block", 100, 50, 3, 2),
+        _frame("model.py(30): head", 400, 100, 4, 1),
+    ]
+    out = _parsed(tmp_path, trace)
+    stacks = {r["Name"]: r["Call Stack"] for r in _rows(out / "operator_details.csv")}
+    block = "model.py(25): block;\r\nmodel.py(20): forward;\r\ntrain.py(10): <module>"
+    assert stacks == {"aten::mm": block, "aten::empty": block, "aten::add": "train.py(10): <module>"}
+
+
 def test_a_stack_the_operator_carries_is_kept(tmp_path: Path) -> None:
     """torch 1.x wrote the stack into the operator's args: operator_details shows it as it was."""
     trace = stacked_trace()
