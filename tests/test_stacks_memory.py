@@ -80,6 +80,16 @@ def test_slimmed_events_give_the_stacks_of_the_events_held_whole(tmp_path: Path)
     }
 
 
+def test_a_flow_ending_in_a_step_event_links_its_task_too(tmp_path: Path) -> None:
+    """A launch flow whose end is written as a step ("t": one of torch's flow phases, docs/formats.md) links
+    the memcpy to aten::mm as its "f" does, as analyse reads it (helper-368: export-stacks' reader leaving
+    out "t" events failed no test)."""
+    trace = tmp_path / "t_flow.pt.trace.json"
+    trace.write_text(_tricky_trace().replace('{"ph": "f", "cat": "ac2g"', '{"ph": "t", "cat": "ac2g"'))
+    device = st.folded_from_trace(trace, "self_cuda_time_total").values
+    assert device[("ProfilerStep", "aten::mm", "Memcpy_HtoD")] == 30
+
+
 def _repeated_fixture(path: Path, copies: int) -> None:
     """torch_npu's real trace_view.json, its events repeated ``copies`` times, each copy 20 ms later."""
     events = json.loads(FIXTURE.read_text())
