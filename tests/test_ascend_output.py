@@ -296,6 +296,23 @@ def test_sdma_holds_the_sio_link_too(tmp_path: Path) -> None:
     assert rank["communication"]["size_mb"] == pytest.approx(3.5 + 0.25)
 
 
+def test_a_capture_without_steps_starts_at_its_first_task_less_preparing(tmp_path: Path) -> None:
+    """A capture without steps: kernel_details.csv without Step Id, step_trace_time.csv's one row of an
+    empty Step; that row's start is its first task less its Preparing, as a step's (helper-368: left
+    unknown, start skew lost, it failed no test)."""
+    d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step("", 5000.0, 100.0, 400.0, 12.5)])
+    rows = _kernels("kernel_details_2023.csv")
+    with open(d / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, [c for c in rows[0] if c != "Step Id"], extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    rank = _report(tmp_path)["ranks"][0]
+    (step,) = rank["steps"]
+    first = min(float(k["Start Time(us)"]) for k in rows)
+    assert (step["step"], step["start_us"]) == (None, pytest.approx(first - 12.5, abs=1e-3))
+    assert not any("no start time" in w for w in rank["warnings"])
+
+
 def test_a_damaged_step_table_is_named_and_the_other_ranks_go_on(tmp_path: Path) -> None:
     _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 5000.0, 100.0, 400.0, 12.5)])
     bad = _rank_dir(tmp_path, 1, "kernel_details_2023.csv", [], stamp=456)
