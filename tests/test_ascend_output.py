@@ -2502,26 +2502,29 @@ def test_step_figures_past_an_int64_of_nanoseconds_count_as_0(tmp_path: Path) ->
 def test_operator_rows_whose_self_time_passes_their_total_are_said(tmp_path: Path) -> None:
     """helper-228: an operator_details.csv row with a Host Self Duration(us) of 1e12 beside a Host Total of
     10 (no call's own time is longer than its whole) made its operator the top one, unsaid. Which cell is
-    wrong is not known: the row is counted as written, said with its line. In-process."""
+    wrong is not known: the row is counted as written, said with its line. In-process. An operator's device
+    time is its Device Total (helper-368: read from Device Self, and a self time 0.5 µs past its total let
+    through as rounding, each failed no test)."""
     from npuprof.analysis import ascend_output
 
     d = _rank_dir(tmp_path, 0, "kernel_details_2023.csv", [_step(1, 5000.0, 100.0, 400.0, 12.5)])
     rows = [
         ["aten::add", "", "", 5.0, 5.0, 0, 0, 0, 0],  # no child: self = total
         ["aten::mul", "", "", 1e12, 10.0, 0, 0, 0, 0],
-        ["aten::mm", "", "", 3.0, 8.0, 0, 2.0, 0, 0],
+        ["aten::mm", "", "", 3.0, 8.0, 0.5, 2.0, 0, 0],
+        ["aten::relu", "", "", 2.5, 2.0, 0, 0, 0, 0],  # past its total by more than the tables' rounding
     ]
     with open(d / "ASCEND_PROFILER_OUTPUT" / "operator_details.csv", "w", newline="") as f:
         csv.writer(f).writerows([["Name", "Input Shapes", "Call Stack", *OPERATOR_TIMES_HEADER], *rows])
     summary = ascend_output.summary_of(d)
     # by hand: every row counted as written, by host self time
-    assert [(o.name, o.self_us, o.total_us) for o in summary.operator_totals] == [
-        (r[0], r[3], r[4]) for r in sorted(rows, key=lambda r: -r[3])
+    assert [(o.name, o.self_us, o.total_us, o.device_us) for o in summary.operator_totals] == [
+        (r[0], r[3], r[4], r[6]) for r in sorted(rows, key=lambda r: -r[3])
     ]
     said = " ".join(summary.warnings)
     assert (
-        "operator_details.csv: 1 row(s) have a 'Host Self Duration(us)' longer than their 'Host Total "
-        "Duration(us)' (no call's own time is: a damaged table?): counted as written (line 3)" in said
+        "operator_details.csv: 2 row(s) have a 'Host Self Duration(us)' longer than their 'Host Total "
+        "Duration(us)' (no call's own time is: a damaged table?): counted as written (line 3, 5)" in said
     )
 
 
