@@ -1027,10 +1027,16 @@ def test_a_long_idle_last_step_is_not_a_stub() -> None:
     from npuprof.analysis.report import trailing_stub
     from npuprof.analysis.summary_schema import Summary, SummaryStep, TopOperator
 
-    def step(n: int, duration: float, computing: float) -> SummaryStep:
+    def step(n: int, duration: float, computing: float, communication: float = 0.0) -> SummaryStep:
         times = dict.fromkeys(SummaryStep.__struct_fields__[1:], 0.0)
         times.pop("memory_peak_mb"), times.pop("memory_peak_reserved_mb")
-        return SummaryStep(**{**times, "step": n, "duration_us": duration, "computing_us": computing})
+        given = {
+            "step": n,
+            "duration_us": duration,
+            "computing_us": computing,
+            "communication_us": communication,
+        }
+        return SummaryStep(**{**times, **given})
 
     def summary(steps: list[SummaryStep], ops_in: int | None = None) -> Summary:
         ops = [TopOperator(step=ops_in, name="aten::mm", count=1, self_us=5, total_us=5, device_us=0)]
@@ -1042,6 +1048,8 @@ def test_a_long_idle_last_step_is_not_a_stub() -> None:
     assert trailing_stub(summary([*busy, step(3, 15.0, 0.0)]))[0] == 3
     assert trailing_stub(summary([*busy, step(3, 900.0, 0.0)])) is None  # a data-loading stall: a real step
     assert trailing_stub(summary([*busy, step(3, 15.0, 5.0)])) is None  # something ran
+    # a collective ran, nothing computed (helper-368: taken for a stub, it failed no test)
+    assert trailing_stub(summary([*busy, step(3, 15.0, 0.0, communication=10.0)])) is None
     # a device trace: the host launched work in the step, its kernel runs after the step's span
     assert trailing_stub(summary([*busy, step(3, 15.0, 0.0)], ops_in=3)) is None
     assert trailing_stub(summary([step(1, 15.0, 0.0)])) is None
@@ -1491,6 +1499,31 @@ def test_empty_steps_between_the_real_ones_are_named(tmp_path: Path) -> None:
         f"more than once an iteration? They lower the mean step time ({mean / 1000:.3f} ms; "
         f"{without / 1000:.3f} ms without them)"
     ], rank.get("warnings")
+
+
+def test_empty_steps_are_judged_against_the_steps_that_ran() -> None:
+    """Steps that ran nothing are judged against the median of the others: four 5 µs steps between two of
+    1000 µs are flagged, though they are most of the steps (helper-368: a median over every step, 5 µs,
+    flagged none and failed no test, the other test's empty steps being fewer than its real ones)."""
+    from npuprof.analysis.report import empty_steps
+    from npuprof.analysis.report_schema import ReportStep
+    from npuprof.analysis.summary_schema import Summary, SummaryStep
+
+    def step(kind: type, n: int, duration: float, computing: float) -> SummaryStep:
+        times = dict.fromkeys(SummaryStep.__struct_fields__[1:], 0.0)
+        times.pop("memory_peak_mb"), times.pop("memory_peak_reserved_mb")
+        return kind(**{**times, "step": n, "duration_us": duration, "computing_us": computing})
+
+    plan = [(0, 1000.0, 800.0), *((n, 5.0, 0.0) for n in range(1, 5)), (5, 1000.0, 800.0)]
+    summary = Summary(rank=0, trace="t", events=1, device="CUDA", device_id=0,
+                      steps=[step(SummaryStep, *p) for p in plan], top_operators=[], top_kernels=[],
+                      memory={}, communication={}, world_size=1)  # fmt: skip
+    mean, without = (2000.0 + 4 * 5.0) / 6, 1000.0
+    assert empty_steps(summary, [step(ReportStep, *p) for p in plan]) == (
+        "4 step(s) ran nothing and lasted under 10% of the median step (steps 1, 2, 3, 4): prof.step() "
+        f"called more than once an iteration? They lower the mean step time ({mean / 1000:.3f} ms; "
+        f"{without / 1000:.3f} ms without them)"
+    )
 
 
 def test_steps_stacked_over_one_another_are_measured_without_a_piece_per_step_and_span(
