@@ -127,7 +127,6 @@ def is_mstx_mark(cat: str | None, raw_args: bytes | memoryview | None) -> bool:
 RUNTIME_PROCESS_RE = re.compile(r"(?i)^cann\b")
 # the kind of a torch_npu device task: its args["Task Type"] (AI_CORE, AI_CPU, HCCL, ...), else this
 DEVICE_TASK_KIND = "task"
-COMM_TASK_TYPES = frozenset({"HCCL", "COMMUNICATION"})
 
 
 def is_device_task_category(cat: str) -> bool:
