@@ -1214,6 +1214,51 @@ def test_a_request_queued_behind_a_capture_when_the_process_ends_is_said_not_to_
     )
 
 
+def test_a_request_for_other_ranks_read_during_a_capture_is_not_said_to_wait_or_to_have_been_missed(
+    tmp_path: Path,
+) -> None:
+    """helper-370: a trigger for rank 1 read by rank 0 while its capture recorded was queued there ("the new
+    request waits for its end"); when the job ended first, rank 0 logged a WARNING that it "never began,
+    the process ending first" (npuprof status showed it in place of rank 0's capture, and the next trigger
+    would name rank 0 as a process where it "never runs"): it was never rank 0's to run."""
+    from npuprof.cli.status import _processes
+
+    job = Job(tmp_path, rank=0)
+    job.steps(3)
+    job.write(start_step=-1, active=50)
+    job.steps(2)  # recording
+    job.write(start_step=-1, active=2, is_rank=True, rank_list=[1], trigger_id="for-rank-1")
+    job.steps(1)
+    job.plan.at_exit()
+    text = job.log(poll=False)
+    assert "rank 0 is not selected" in text, text
+    assert "waits for its end" not in text and "never began" not in text and "never ran" not in text, text
+    (process,) = _processes(job.dir / "log")
+    assert "not for this process's rank" in process["not_captured"]["why"], process["not_captured"]
+    assert process["warnings"] == 0, process
+
+
+def test_a_cancel_for_other_ranks_leaves_this_ranks_capture_in_flight(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """helper-370: `npuprof trigger DIR --cancel --ranks 1` (start_step 0, rank_list [1]) ended rank 0's
+    capture of steps 4-53 at step 7: what rank 0 was asked to record was cut short by a cancel for rank 1."""
+    from npuprof.cli.trigger import trigger_command
+
+    job = Job(tmp_path, rank=0)
+    job.steps(3)
+    job.write(start_step=-1, active=50)
+    job.steps(3)  # recording steps 4, 5, 6
+    trigger_command(directory=str(job.dir), start_step=None, active=1, warmup=0, ranks="1", cancel=True)
+    said = " ".join(capsys.readouterr().out.split())
+    assert "one recording on ranks 1 ends at the next step" in said, said
+    job.plan.poll_once()
+    job.steps(60)
+    assert job.captures() == [(4, 53)]
+    text = job.log()
+    assert "rank 0 is not selected" in text and "cancelled" not in text, text
+
+
 def test_status_reads_the_request_as_the_job_does(tmp_path: Path) -> None:
     """`"active": "two"` was shown as "two step(s) from the next step"; a FIFO in place of the file as
     "missing or empty" (helper-84). The window is the one the job acts on (a bad value: its default, said),

@@ -258,6 +258,14 @@ class DynamicPlan:
                 f"({newest.describe()})",
                 step,
             )
+        if window is not None and window.busy(step) and not newest.cfg.wants_rank(self._rank_fn()):
+            # not this rank's, and a capture has begun here: it runs on (a `--cancel --ranks 1` ended rank
+            # 0's capture in flight), a request waiting here is dropped (the last change wins), and this one
+            # is said not selected now; queued, it was logged "waits for its end" and, the job ending
+            # first, "never began", a WARNING npuprof status showed in place of the capture (helper-370)
+            self._pending = None
+            self._event("INFO", not_selected(self._rank_fn(), newest.describe()), step)
+            return
         if window is not None and newest.start_step == NO_CAPTURE and window.first <= step <= window.record:
             # a cancel during the warm-up (or read at the boundary into the first recorded step, which
             # has not begun): nothing was recorded, nothing is saved

@@ -530,13 +530,16 @@ def _note_if_start_step_passed(directory: Path, start_step: int) -> None:
 
 
 def _describe(document: dict[str, Any], cfg: Any) -> str:
-    if document["start_step"] == 0:
-        return (
-            "start_step 0: no capture (one planned is dropped; one recording ends at the next step, what it "
-            "recorded is saved)"
-        )
     from npuprof.agent.dynamic_request import window_text
     from npuprof.config import ranks_text
+
+    if document["start_step"] == 0:
+        # a rank the cancel does not select keeps its capture in flight (npuprof/agent/dynamic_plan.py)
+        where = "" if cfg.ranks is None else f" on ranks {ranks_text(cfg.ranks)}"
+        return (
+            f"start_step 0: no capture (one planned is dropped; one recording{where} ends at the next step, "
+            "what it recorded is saved)"
+        )
 
     window = window_text(document["start_step"], document["warmup"], document["active"])
     ranks = "every rank" if cfg.ranks is None else "ranks " + ranks_text(cfg.ranks)
