@@ -1259,6 +1259,23 @@ def test_a_cancel_for_other_ranks_leaves_this_ranks_capture_in_flight(
     assert "rank 0 is not selected" in text and "cancelled" not in text, text
 
 
+def test_a_request_for_other_ranks_loaded_as_the_process_ends_is_not_said_missed(tmp_path: Path) -> None:
+    """helper-370: a trigger for rank 1 loaded by rank 0 after its last step boundary (a rank blocked in a
+    collective, then stopped) was logged there as a WARNING "never began, the process ending first", which
+    npuprof status showed as rank 0's: it was never rank 0's to run."""
+    from npuprof.cli.status import _processes
+
+    job = Job(tmp_path, rank=0)
+    job.steps(3)
+    job.write(start_step=-1, active=2, is_rank=True, rank_list=[1])  # loaded; no step boundary comes
+    job.plan.at_exit()
+    text = job.log(poll=False)
+    assert "never began" not in text and "rank 0 is not selected" in text, text
+    (process,) = _processes(job.dir / "log")
+    assert process["warnings"] == 0, process
+    assert "not for this process's rank" in process["not_captured"]["why"], process["not_captured"]
+
+
 def test_status_reads_the_request_as_the_job_does(tmp_path: Path) -> None:
     """`"active": "two"` was shown as "two step(s) from the next step"; a FIFO in place of the file as
     "missing or empty" (helper-84). The window is the one the job acts on (a bad value: its default, said),

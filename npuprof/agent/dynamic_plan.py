@@ -644,7 +644,14 @@ class DynamicPlan:
             self._stop.set()
             inbox = list(self._inbox)  # read by the next step boundary, which will not come
             left = inbox[-1] if inbox else self._pending
-            if left is not None and left.start_step != NO_CAPTURE:  # loaded, never planned
+            if (
+                left is not None
+                and left.start_step != NO_CAPTURE
+                and not left.cfg.wants_rank(self._rank_fn())
+            ):
+                # never this rank's to run: not a request it missed (helper-370: a WARNING status showed)
+                self._event("INFO", not_selected(self._rank_fn(), left.describe()), self._step())
+            elif left is not None and left.start_step != NO_CAPTURE:  # loaded, never planned
                 window, step = self._window, self._step()
                 busy = left.queued or (window is not None and step is not None and window.busy(step))
                 waited = "waiting for the capture in flight" if busy else "loaded"
