@@ -156,6 +156,26 @@ def test_a_plain_job_shorter_than_its_delay_says_how_long_it_ran(tmp_path: Path)
     assert 0.3 <= ran < 30, said  # its three sleeps came after the agent woke, and it never waited 30 s
 
 
+def test_a_job_that_leaves_by_os_exit_before_its_delay_says_how_long_it_ran(tmp_path: Path) -> None:
+    """helper-370: the same job leaving by os._exit, as torchrun workers often do (examples/train.py): its
+    agent logged nothing at that exit, and the last line said only where the clock starts, no --delay that
+    fits (a 2-rank torchrun job under --delay 30 alike)."""
+    from conftest import npuprof
+
+    script = tmp_path / "steps.py"
+    script.write_text(
+        "import os, time\ndef train_step():\n    time.sleep(0.1)\nfor _ in range(3):\n    train_step()\n"
+        "os._exit(3)\n"
+    )
+    flags = ["-o", str(tmp_path / "out"), "--delay", "30", "--step-on", "__main__:train_step"]
+    proc = npuprof("run", *flags, "--", sys.executable, str(script))
+    assert proc.returncode == 3, proc.stderr  # the job's own exit code
+    said = " ".join(proc.stderr.split())
+    assert "the process that ran longest ended " in said, said
+    ran = float(said.split("the process that ran longest ended ", 1)[1].split(" s after it")[0])
+    assert 0.3 <= ran < 30, said
+
+
 def test_ranks_asked_of_a_job_that_has_none() -> None:
     cfg = ProfileConfig(ranks=[1])
     unselected = AGENT + "rank None not selected (--ranks); no capture at step 6"

@@ -252,6 +252,10 @@ class Agent:
         self._counts_logged_in = 0  # the pid whose step count was logged at its exit (once a process)
         self._ready_in = os.getpid()  # its "agent ready" line names this process (not a child forked from it)
         self._exit_hooks()
+        if getattr(self.controller.plan, "timed", False):
+            # a time window's clock runs from now: a process that leaves by os._exit before it opens says
+            # how long it ran too (torchrun workers often do: the run's end named no --delay that fits)
+            self._finalise_at_os_exit()
         from npuprof.agent.comm_marks import install_at_wake
 
         install_at_wake(cfg, log)  # --msprof-tx: communication ranges (never raises)
@@ -505,7 +509,11 @@ class Agent:
                     self._counts_logged_in = os.getpid()
                     self.log.info(f"{NOTHING_COUNTED_AT_EXIT}{_nothing_to_count(self.cfg)}")
             not_begun = getattr(getattr(controller, "plan", None), "not_begun_at_exit", None)
-            if ended_by == "training ended" and not_begun is not None and (line := not_begun()):
+            if (
+                ended_by in ("training ended", OS_EXIT_ENDED)
+                and not_begun is not None
+                and (line := not_begun())
+            ):
                 self.log.info(line)
             if getattr(controller, "_no_steps", False):  # a time window in a job without steps
                 timed_end = getattr(controller.plan, "end_at", None) is not None
@@ -923,6 +931,9 @@ def _nothing_to_count(cfg: Any) -> str:
     return "it made no optimizer"
 
 
+OS_EXIT_ENDED = "the process ended by os._exit"  # what ended a process that left by os._exit
+
+
 def _finalise_before(name: str, at_exit: Any, controller: Any) -> None:
     """Make ``os.<name>`` (``_exit``, ``execv``, ``execve``) finalise the capture in flight first
     (Agent._finalise_at_os_exit says when it may)."""
@@ -936,7 +947,7 @@ def _finalise_before(name: str, at_exit: Any, controller: Any) -> None:
     finalising: list[bool] = []
 
     is_exec = name != "_exit"
-    ended_by = f"the process replaced itself (os.{name})" if is_exec else "the process ended by os._exit"
+    ended_by = f"the process replaced itself (os.{name})" if is_exec else OS_EXIT_ENDED
 
     def leave(*args: Any) -> Any:
         # An exec that will fail (no such file: the script may catch it and train on) keeps the capture;
