@@ -797,6 +797,55 @@ def test_status_says_a_process_that_replaced_itself_runs(tmp_path: Path) -> None
     assert process["last_step"] == 7  # the new image's steps, counted from 0 again: not the old one's 12
 
 
+def test_status_reads_a_process_given_a_dead_ones_pid_from_its_own_lines(tmp_path: Path) -> None:
+    """helper-370: a job killed during a capture, restarted in a new container (pids from 1 again) with the
+    same host name: its rank 0 got the dead rank 0's pid and appended to its log. Status showed the running
+    process at the dead one's step 5000, "capturing from step 15" into the dead one's directory and planned
+    15-214; the start in ticks of each "watching" line tells the two apart (an os.exec* keeps it)."""
+    from npuprof.cli.status import _processes
+    from npuprof.proc_stat import start_ticks
+
+    host, pid = os.uname().nodename, os.getpid()
+    ticks = start_ticks(pid)
+    assert ticks is not None and ticks > 1
+
+    def line(moment: str, step: int, message: str) -> str:
+        return f"2026-12-02 {moment},100 +0000 [INFO] [{pid}] npuprof.dynamic: [step {step}] {message}\n"
+
+    def watching(started: int) -> str:
+        where = f"host {host}, pid {pid}, rank 0"
+        return f"watching /d/profiler_config.json every 2 s; {where}, started at tick {started}"
+
+    request = "capture 200 step(s) from the next step on every rank into /o (trigger a)"
+    dead = [  # killed (no end line) while it captured
+        line("07:00:00", 0, watching(1)),
+        line("07:05:00", 14, f"loaded: {request}"),
+        line("07:05:00", 15, f"capture planned: steps 15-214 ({request})"),
+        line("07:05:00", 15, "capture started at step 15 into /o/dead_ascend_pt"),
+        line("08:00:00", 5000, "at step 5000, started at tick 1"),
+    ]
+    alive = [line("09:00:00", 0, watching(ticks)), line("09:01:00", 3, f"at step 3, started at tick {ticks}")]
+    (tmp_path / f"dp_{host}_{pid}_rank_0.log").write_text("".join(dead + alive))
+    monitor = "2026-12-02 {},100 +0000 [INFO] [{}] npuprof.dynamic: load json success: x\n"
+    (tmp_path / f"monitor_dp_{host}_{pid}_rank_0.log").write_text(monitor.format("07:05:00", pid))
+    (process,) = _processes(tmp_path)
+    assert process["state"] == "running", process
+    assert process["last_step"] == 3, process
+    assert process["capturing"] is None and process["planned"] is None, process
+    assert process["loads"] == 0 and process["first_seen"].startswith("2026-12-02 09:00:00"), process
+    # the same process after an os.exec* (its start kept): one process, its capture before the exec its own
+    exec_ = [
+        line("07:00:00", 0, watching(ticks)),
+        line("07:00:09", 5, "capture 1 of steps 3-4 complete in /o/before_ascend_pt"),
+        line("07:00:10", 6, "the process ends"),
+        line("07:00:11", 0, watching(ticks)),
+    ]
+    (tmp_path / f"dp_{host}_{pid}_rank_0.log").write_text("".join(exec_))
+    (process,) = _processes(tmp_path)
+    assert process["state"] == "running" and process["capture_count"] == 1, process
+    assert process["loads"] == 1, process
+
+
 def test_status_drops_the_plan_a_finished_capture_carried_out(tmp_path: Path) -> None:
     from npuprof.cli.status import _processes
 

@@ -239,10 +239,32 @@ def _split_counts(processes: list[dict[str, Any]]) -> None:
 
 
 def _process(key: tuple[str, int, int], paths: dict[str, list[Path]]) -> dict[str, Any]:
-    from npuprof.agent.dynamic_log import UNKNOWN_RANK, parse_line
+    from npuprof.agent.dynamic_log import parse_line
 
     host, pid, rank = key
-    info: dict[str, Any] = {
+    info = _fresh(host, pid, rank)
+    for path in paths["action"]:
+        for line in _read(path):
+            fields = parse_line(line)
+            if fields is None:
+                continue
+            _take(info, fields)
+    since = info.pop("_image_since", None)  # an earlier process's monitor lines are not this one's
+    for path in paths["monitor"]:
+        for line in _read(path):
+            fields = parse_line(line)
+            if fields is None or (since is not None and line_time(fields) < since):
+                continue
+            if "load json success" in fields["message"]:
+                info["loads"] += 1
+            elif "load json failed" in fields["message"]:
+                info["rejected"] += 1
+    return _settled(info, paths, rank)
+
+
+def _fresh(host: str, pid: int, rank: int) -> dict[str, Any]:
+    """A process as no line of its log has said anything of it yet."""
+    return {
         "host": host,
         "pid": pid,
         "rank": rank,
@@ -261,21 +283,13 @@ def _process(key: tuple[str, int, int], paths: dict[str, list[Path]]) -> dict[st
         "loads": 0,
         "rejected": 0,
     }
-    for path in paths["action"]:
-        for line in _read(path):
-            fields = parse_line(line)
-            if fields is None:
-                continue
-            _take(info, fields)
-    for path in paths["monitor"]:
-        for line in _read(path):
-            fields = parse_line(line)
-            if fields is None:
-                continue
-            if "load json success" in fields["message"]:
-                info["loads"] += 1
-            elif "load json failed" in fields["message"]:
-                info["rejected"] += 1
+
+
+def _settled(info: dict[str, Any], paths: dict[str, list[Path]], rank: int) -> dict[str, Any]:
+    """``info`` once its lines are read: whether the process still runs, what its death left."""
+    from npuprof.agent.dynamic_log import UNKNOWN_RANK
+
+    host, pid = info["host"], info["pid"]
     here = host == os.uname().nodename
     ticks = info.pop("_start_ticks", None)
     if info["state"] == "running" and here and not _the_writer_lives(pid, _last_written(paths), ticks):
@@ -436,7 +450,16 @@ def _begun_unlogged(pid: int, planned: str | None, asked: tuple[str, float]) -> 
 def _take(info: dict[str, Any], fields: dict[str, str]) -> None:
     message = fields["message"]
     if (started := STARTED_AT_RE.search(message)) is not None:
-        info["_start_ticks"] = int(started["ticks"])
+        ticks = int(started["ticks"])
+        if message.startswith(WATCHING) and info.get("_start_ticks") not in (None, ticks):
+            # another process given the same pid (a job restarted in a new container, whose pids start
+            # again from 1, on the same host name and rank) appends to the same log: its lines alone are
+            # this process's (an os.exec* keeps its start). Status said the running process was at the dead
+            # one's step 5000 and "capturing from step 15" into the dead one's directory (helper-370).
+            fresh = _fresh(info["host"], info["pid"], info["rank"])
+            info.clear()
+            info.update(fresh, _image_since=line_time(fields))
+        info["_start_ticks"] = ticks
     # lines of a process reach its log out of order (an event queued behind a later heartbeat): the
     # newest step and time are kept, not the last line's
     if fields["step"] is not None and (info["last_step"] is None or int(fields["step"]) >= info["last_step"]):
