@@ -1134,6 +1134,41 @@ def test_a_trigger_says_it_replaces_a_cancel_some_running_ranks_had_not_read(
     assert f"this replaces request {third_id}, which 1 of the 2 running processes had not" in said, said
 
 
+def test_a_triggers_notes_name_only_the_processes_its_request_was_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """helper-370: `npuprof trigger --start-step 10 --ranks 1` said --start-step 10 "has passed in 1 of the 2
+    running processes" of rank 0, at step 20, which it does not ask; and a trigger after `--cancel --ranks
+    1` that rank 1 had read said rank 0 had not: "they never act on it: a capture in flight there goes on"
+    (it was never rank 0's to act on)."""
+    from npuprof.cli.trigger import trigger_command
+
+    job = Job(tmp_path, rank=0)
+    job.steps(20)
+    job.log()  # (its poll logs the step: the job is at step 20 by its log)
+    rank1 = job.dir / "log" / f"dp_{os.uname().nodename}_1_rank_1.log"  # another running process: pid 1
+    rank1.write_text("2026-12-02 07:25:40,469 [INFO] [1] npuprof.dynamic: [step 5] watching it every 1 s\n")
+    trigger = {"directory": str(job.dir), "active": 1, "warmup": 0, "ranks": "1"}
+    trigger_command(**trigger, start_step=10, cancel=False)
+    said = " ".join(capsys.readouterr().err.split())
+    assert "has passed" not in said, said
+    trigger_command(**trigger, start_step=None, cancel=True)
+    cancel_id = json.loads((job.dir / CONFIG_NAME).read_text())["trigger_id"]
+    with rank1.open("a") as log:  # read by rank 1; rank 0 (this process) has not polled since
+        log.write(
+            f"2026-12-02 07:25:41,469 [INFO] [1] npuprof.dynamic: [step 6] loaded: x (trigger {cancel_id})\n"
+        )
+    capsys.readouterr()
+    trigger_command(**{**trigger, "ranks": None}, start_step=None, cancel=False)
+    said = " ".join(capsys.readouterr().err.split())
+    assert "had not picked up yet" not in said, said
+    # a request for every rank is still told of a running process that has not read it
+    job.plan.poll_once()  # rank 0 reads it; rank 1 not
+    trigger_command(**{**trigger, "ranks": None}, start_step=None, cancel=False)
+    said = " ".join(capsys.readouterr().err.split())
+    assert "which 1 of the 2 running processes had not picked up yet (rank 1)" in said, said
+
+
 def test_a_triggers_request_edited_by_hand_is_a_new_request_everywhere(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

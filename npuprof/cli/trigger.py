@@ -176,7 +176,7 @@ def trigger_command(**params: Any) -> None:
     if prof_dir is not None:
         _note_if_output_missing(Path(prof_dir), directory)
     if not cancel and start_step is not None:
-        _note_if_start_step_passed(directory, start_step)
+        _note_if_start_step_passed(directory, start_step, cfg.ranks)
     if not cancel and active + warmup > LONG_CAPTURE_STEPS:
         steps = (
             f"--warmup {warmup} --active {active}" if warmup else f"--active {active}"
@@ -293,6 +293,10 @@ def _request_not_picked_up_by_some(directory: Path) -> str:
                 read.add((match["host"], int(match["pid"])))
         except OSError:
             continue
+    # a process the request does not select would never have acted on it (helper-370: "the cancel ...
+    # --ranks 1, which rank 0 had not picked up: a capture in flight there goes on")
+    asked = _ranks_asked(data)
+    running = [p for p in running if _selects(asked, p)]
     unread = [p for p in running if (p["host"], p["pid"]) not in read]
     if not unread or len(unread) == len(running):
         return ""  # read by every process that runs, or by none (said by _request_not_picked_up)
@@ -308,6 +312,23 @@ def _request_not_picked_up_by_some(directory: Path) -> str:
         f"{what} {trigger}, which {len(unread)} of {_the_processes(running)} had not picked up yet ({who}): "
         f"the last change wins, they never act on it{after}"
     )
+
+
+def _ranks_asked(data: Any) -> set[int] | None:
+    """The ranks a request's is_rank / rank_list select, as a job reads them; None for every rank (or a
+    choice a job would not take: it is no request there)."""
+    if not isinstance(data, dict) or data.get("is_rank") is not True:
+        return None
+    ranks = data.get("rank_list")
+    if not isinstance(ranks, list) or not all(isinstance(r, int) and not isinstance(r, bool) for r in ranks):
+        return None
+    return set(ranks)
+
+
+def _selects(ranks: Any, process: dict[str, Any]) -> bool:
+    """Whether a request for ``ranks`` (None: every rank) is one for ``process`` (one without a rank counts
+    as rank 0, as in its job)."""
+    return ranks is None or (process["rank"] if process["rank"] is not None else 0) in ranks
 
 
 def _request_taken_not_begun(directory: Path) -> str:
@@ -505,7 +526,7 @@ def _note_if_nobody_watches(directory: Path) -> None:
         )
 
 
-def _note_if_start_step_passed(directory: Path, start_step: int) -> None:
+def _note_if_start_step_passed(directory: Path, start_step: int, ranks: Any = None) -> None:
     """--start-step N that the running processes have passed by their logs (a step a log names is one
     done: the job is at least there): each takes the request as not effective, which only its log said
     (helper-224: --start-step 5 at step 861, nothing said by npuprof trigger)."""
@@ -513,7 +534,7 @@ def _note_if_start_step_passed(directory: Path, start_step: int) -> None:
     from npuprof.cli.status import SILENT, _processes, is_alive
 
     try:
-        running = [p for p in _processes(directory / LOG_DIR) if is_alive(p)]
+        running = [p for p in _processes(directory / LOG_DIR) if is_alive(p) and _selects(ranks, p)]
     except OSError:
         return
     passed = [p for p in running if p["last_step"] is not None and p["last_step"] >= start_step]
