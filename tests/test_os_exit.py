@@ -43,6 +43,29 @@ def test_a_window_open_at_os_exit_is_finalised_and_the_exit_code_kept(tmp_path: 
     assert json.loads(report.stdout)["ranks"][0]["steps"]
 
 
+# JOB in a child forked after the job's `import torch`, where npuprof's agent woke (and, with a time window,
+# wrapped os._exit for that process); the job ends with the child's exit code
+FORKED_JOB = (
+    "import os, torch\npid = os.fork()\nif pid == 0:\n"
+    + "".join(f"    {line}\n" for line in JOB.strip().splitlines())
+    + "print(pid, flush=True)\nraise SystemExit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n"
+)
+
+
+def test_a_forked_childs_window_open_at_its_os_exit_is_finalised(tmp_path: Path) -> None:
+    """helper-370: os._exit wrapped as the agent woke in the parent (a time window's clock starts there)
+    exited at once in a forked child, for the parent's pid alone, and the child's capture was lost
+    ("incomplete: the process ended before the capture was finalised"); the child now wraps it anew."""
+    result, out = run_script(tmp_path, FORKED_JOB, "--delay", "0.3", NO_ANALYSE)
+    assert result.returncode == 7, result.stderr
+    child, steps = map(int, result.stdout.split()[-2:])  # the parent prints first: the child trains 1.2 s
+    (rank_dir,) = [d for d in rank_dirs(out) if capture_record(d)["pid"] == child]
+    record = capture_record(rank_dir)
+    assert record["status"] == "complete", record
+    assert record["steps"][-1] == steps, record
+    assert f"step {steps} is partial" in record["detail"], record
+
+
 EXEC_JOB = """
 import os, sys, torch
 generation = int(os.environ.get("GENERATION", "0"))

@@ -939,7 +939,12 @@ def _finalise_before(name: str, at_exit: Any, controller: Any) -> None:
     (Agent._finalise_at_os_exit says when it may)."""
     real = getattr(os, name)
     if getattr(real, "npuprof_finalises", False):
-        return
+        if getattr(real, "npuprof_pid", None) == os.getpid():
+            return
+        # wrapped in the process this one was forked from, for that process alone (it exits at once
+        # here): wrapped anew for this one. A time window wraps as the agent wakes, so a forked child
+        # that trained and left by os._exit lost its capture (helper-370)
+        real = real.__wrapped__
 
     from npuprof.agent.frames import CAPTURE_CODE, PROFILER_UNSAFE, runs_code_of
 
@@ -974,6 +979,7 @@ def _finalise_before(name: str, at_exit: Any, controller: Any) -> None:
             raise
 
     leave.npuprof_finalises = True  # type: ignore[attr-defined]
+    leave.npuprof_pid = pid  # type: ignore[attr-defined]
     leave.__wrapped__ = real  # type: ignore[attr-defined]
     leave.__name__ = leave.__qualname__ = name
     setattr(os, name, leave)
