@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -655,6 +656,85 @@ def test_a_process_that_replaced_itself_does_not_take_again_a_request_it_took(tm
     newer = DynamicPlan(cfg, run, AgentLog(None, "test"), watch=False)
     newer.first_look()
     assert len(newer._inbox) == 1
+
+
+_ATTEMPT_THAT_CRASHES = """
+import json, os, sys
+from npuprof import config as c
+from npuprof.agent.dynamic_plan import DynamicPlan
+from npuprof.agent.log import AgentLog
+cfg = c.ProfileConfig(output=sys.argv[1] + "/out", dynamic=sys.argv[1] + "/cfg", poll_interval=0.1)
+plan = DynamicPlan(cfg, json.loads(sys.argv[2]), AgentLog(None, "test"), watch=False)
+plan.first_look()
+print("took", len(plan._inbox), flush=True)
+os._exit(137)  # its capture crashed it (out of memory): no last line
+"""
+
+
+@pytest.mark.parametrize(
+    ("trigger", "attempt", "elsewhere", "taken_again"),
+    [
+        ("t-oom", "0", False, False),
+        ("", "0", False, False),
+        ("t-oom", None, False, True),
+        ("t-oom", "0", True, True),
+    ],
+    ids=["trigger", "by-hand", "log-naming-no-attempt", "another-nodes-attempt"],
+)
+def test_a_worker_torchrun_restarted_does_not_take_a_request_an_earlier_attempt_read(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    trigger: str,
+    attempt: str | None,
+    elsewhere: bool,
+    taken_again: bool,
+) -> None:
+    """A worker torchrun restarted that starts within 5 s of a request (the slack for a file server's clock)
+    took it as its own though its crashed attempt had read it: a capture that crashed the job (out of
+    memory) crashed each restart. A later process of the same attempt, a rank started late, still takes a
+    request made just before it; a log that names no attempt (an older npuprof's, or a process outside
+    torchrun) is read as before, and so is another node's (torchrun counts each node's attempts apart)."""
+    from conftest import clean_env
+
+    monkeypatch.delenv("TORCHELASTIC_RESTART_COUNT", raising=False)
+    cfg_dir, baseline, _ = prepare(str(tmp_path / "cfg"))
+    cfg = c.ProfileConfig(output=str(tmp_path / "out"), dynamic=str(cfg_dir), poll_interval=0.1)
+    run = {"dynamic_baseline": baseline, "start_ns": time.time_ns() - 60 * 10**9}
+    config = cfg_dir / CONFIG_NAME
+    request = {**c.template_json(), "start_step": -1, "active": 2}
+    config.write_text(json.dumps({**request, "trigger_id": trigger} if trigger else request))
+    env = clean_env(RANK="0", **({"TORCHELASTIC_RESTART_COUNT": attempt} if attempt is not None else {}))
+    crashed = subprocess.run(
+        [sys.executable, "-c", _ATTEMPT_THAT_CRASHES, str(tmp_path), json.dumps(run)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (crashed.returncode, crashed.stdout) == (137, "took 1\n"), crashed.stderr
+    if elsewhere:  # DIR shared by the nodes of the job: the crashed process was of node-b
+        for log in (cfg_dir / "log").glob("*dp_*"):
+            log.rename(log.with_name(log.name.replace(f"_{os.uname().nodename}_", "_node-b_")))
+    # the restart, starting now: the file changed less than a second ago
+    monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "1")
+    monkeypatch.setenv("RANK", "0")
+    restarted = DynamicPlan(cfg, run, AgentLog(None, "test"), watch=False)
+    restarted.first_look()
+    logs = "".join(p.read_text() for p in sorted((cfg_dir / "log").glob("dp_*.log")))
+    if taken_again:
+        assert len(restarted._inbox) == 1
+        return
+    assert not restarted._inbox, f"the request the crashed attempt read was taken again:\n{logs}"
+    assert "an earlier attempt of this job (before torchrun restarted it) read the file" in logs
+    # a request of after the crash is the restart's; a rank of its attempt started late takes it too
+    config.write_text(json.dumps({**request, "trigger_id": "t-2"} if trigger else {**request, "active": 3}))
+    later = time.time() + 2  # one by hand is told by time (to the second): written 2 s after the crash
+    os.utime(config, (later, later))
+    restarted.poll_once()
+    assert len(restarted._inbox) == 1
+    late = DynamicPlan(cfg, run, AgentLog(None, "test"), watch=False)
+    late.first_look()
+    assert len(late._inbox) == 1, "a request a process of this attempt read was not taken by a late rank"
 
 
 def test_status_says_the_warm_up_of_the_request() -> None:

@@ -141,6 +141,11 @@ WATCHING = "watching "
 # status tells the writer from a later process given its pid, whatever the wall clock did since
 STARTED_AT = "started at tick {ticks}"
 STARTED_AT_RE = re.compile(r"started at tick (?P<ticks>\d+)")
+# in both before it, under torchrun: the process's attempt (TORCHELASTIC_RESTART_COUNT, 0 the first; since
+# 2026-12, a line without it names none), by which a restarted worker tells a request an earlier attempt read
+ATTEMPT = ", attempt {attempt}"
+ATTEMPT_RE = re.compile(r", attempt (?P<attempt>\d+)(?=, started at tick \d+$|$)")  # (a path may say it)
+HEARTBEAT_RE = re.compile(r"^at step -?\d+(?:,|$)")
 # "at step N" in the action log, at most this often while the steps pass: npuprof status reads a process of
 # another host that logged nothing for many times this (or its step time) as silent
 HEARTBEAT_S = 60.0
@@ -286,9 +291,16 @@ def unread_request(directory: Path, reader: Reader | None = None) -> UnreadReque
     found = _request_file(directory)
     if found is None:
         return None
+    return _unread_in(found, _logged_lines(directory, "*.log*", reader))  # action and monitor logs
+
+
+def _unread_in(
+    found: tuple[Path, float, str], lines: Iterator[tuple[Path, dict[str, str]]]
+) -> UnreadRequest | None:
+    """unread_request's test of the request ``found`` against the logged ``lines``."""
     path, changed, trigger = found  # as the watcher's lines name it
     last_read = 0.0
-    for log, fields in _logged_lines(directory, "*.log*", reader):  # action and monitor logs
+    for log, fields in lines:
         if trigger and f"(trigger {trigger})" in fields["message"]:
             return None  # loaded, queued, replaced, or not for this rank: read
         if log.name.startswith(ACTION_PREFIX) and fields["message"].startswith("loaded: "):
@@ -296,6 +308,58 @@ def unread_request(directory: Path, reader: Reader | None = None) -> UnreadReque
     if not trigger and last_read >= changed - 1.0:  # the log's clock has ms; the file's may be a tick ahead
         return None
     return UnreadRequest(path, changed, trigger)
+
+
+def read_by_earlier_attempt(directory: Path, host: str, attempt: int, since: float) -> bool:
+    """Whether ``directory``'s profiler_config.json asks for a capture that a process of ``host`` of a
+    torchrun attempt before ``attempt`` read, by its lines since ``since`` (epoch s): a worker torchrun
+    restarted, starting within CLOCK_SLACK_S of a request the crashed attempt took, took it as its own (and
+    a capture that crashed the job crashed each restart). Lines that name no attempt (an older npuprof's, a
+    process outside torchrun) are no earlier attempt's. Only ``host``'s: torchrun counts the attempts of
+    each node apart (a node whose workers did not fail restarts them with its count unchanged), so another
+    node's count is no attempt of this one's."""
+    found = _request_file(directory)
+    if found is None or attempt <= 0:
+        return False
+    return _unread_in(found, _earlier_attempts_lines(directory, host, attempt, since)) is None
+
+
+def _earlier_attempts_lines(
+    directory: Path, host: str, attempt: int, since: float
+) -> Iterator[tuple[Path, dict[str, str]]]:
+    """The lines since ``since`` in ``host``'s action logs of process images that said an attempt before
+    ``attempt`` (their first line, "watching ...", says it, and their heartbeats: a rotation may have
+    dropped the first). A log's backup is read before it, so that an image's lines follow the line that
+    names it."""
+    from npuprof.agent.dynamic_files import LOG_DIR
+    from npuprof.results.layout import read_small
+
+    logs = sorted(
+        (
+            log
+            for log in (directory / LOG_DIR).glob(f"{ACTION_PREFIX}*.log*")
+            if (named := FILE_NAME.match(log.name)) is not None and named["host"] == host
+        ),
+        key=lambda p: (p.name.removesuffix(".1"), not p.name.endswith(".1")),
+    )
+    said: dict[str, int | None] = {}  # each log's image's attempt, as its lines go
+    for log in logs:
+        base = log.name.removesuffix(".1")
+        try:
+            text = read_small(log, READ_LIMIT).decode("utf-8", "replace")
+        except OSError:
+            continue
+        for line in log_records(text):
+            fields = parse_line(line)
+            if fields is None:
+                continue
+            message = fields["message"]
+            if message.startswith(WATCHING) or HEARTBEAT_RE.match(message):
+                named = ATTEMPT_RE.search(message)
+                said[base] = int(named["attempt"]) if named else None
+            earlier = said.get(base)
+            if earlier is not None and earlier < attempt and line_time(fields) >= since:
+                yield log, fields
 
 
 class DynamicLogs:

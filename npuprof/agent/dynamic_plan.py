@@ -30,6 +30,7 @@ from typing import Any
 
 from npuprof.agent.dynamic_files import CONFIG_NAME, LOG_DIR, digest, held_request
 from npuprof.agent.dynamic_log import (
+    ATTEMPT,
     HEARTBEAT_S,
     NOT_EFFECTIVE,
     PROCESS_ENDS,
@@ -450,6 +451,17 @@ class DynamicPlan:
                 self._step(),
             )
             return
+        if self._read_by_earlier_attempt():
+            # however soon after the request it started: the 5 s of CLOCK_SLACK_S are for a clock behind,
+            # not for a restart (a capture that crashed the job, out of memory, crashed each restart)
+            self._seen = current
+            self._say(
+                "INFO",
+                "an earlier attempt of this job (before torchrun restarted it) read the file as it is: not a "
+                "request for this one; edit it, or run npuprof trigger, to capture",
+                self._step(),
+            )
+            return
         if self._read_before_exec():
             self._seen = current
             self._say(
@@ -478,6 +490,19 @@ class DynamicPlan:
         from npuprof.agent.dynamic_log import unread_request
 
         return changed >= start_ns / 1e9 - CLOCK_SLACK_S and unread_request(self.directory) is not None
+
+    def _read_by_earlier_attempt(self) -> bool:
+        """A worker torchrun restarted (TORCHELASTIC_RESTART_COUNT over 0): a process of this host of an
+        earlier attempt of the run read the request (their first lines and heartbeats name their attempt)."""
+        from npuprof.agent.dynamic_log import read_by_earlier_attempt
+        from npuprof.results.handover import restart_count_from_env
+
+        attempt = restart_count_from_env(os.environ)
+        if not attempt:
+            return False
+        start_ns = self.run_start_ns
+        since = start_ns / 1e9 - CLOCK_SLACK_S if start_ns else 0.0
+        return read_by_earlier_attempt(self.directory, self.logs.host, attempt, since)
 
     def _read_before_exec(self) -> bool:
         """This process's earlier image read the request (a script that restarts itself with os.execv keeps
@@ -609,11 +634,16 @@ class DynamicPlan:
 
     @staticmethod
     def _started_at() -> str:
-        """The end of the first line and the heartbeat: this process's start (npuprof status reads it)."""
+        """The end of the first line and the heartbeat: torchrun's attempt (a restarted worker reads it,
+        read_by_earlier_attempt) and this process's start (npuprof status reads it)."""
         from npuprof.proc_stat import start_ticks
+        from npuprof.results.handover import restart_count_from_env
 
+        attempt = restart_count_from_env(os.environ)
         ticks = start_ticks("self")
-        return "" if ticks is None else ", " + STARTED_AT.format(ticks=ticks)
+        return ("" if attempt is None else ATTEMPT.format(attempt=attempt)) + (
+            "" if ticks is None else ", " + STARTED_AT.format(ticks=ticks)
+        )
 
     def _say(self, level: str, message: str, step: int | None = None) -> None:
         """A line of the watcher's own, after the training thread's events queued before it: they are
