@@ -73,3 +73,34 @@ def test_numbers_that_are_parts_of_something_else_are_not_merged() -> None:
         assert grouped(notes) == [([k], text) for k, text in notes], texts
     ends = [(k, f"step {s} is partial.") for k, s in enumerate([3, 9, 6])]  # a sentence's full stop
     assert grouped(ends) == [([0, 1, 2], "step 3 to 9 is partial.")]
+
+
+def test_a_footnote_counts_every_capture_between_its_ends(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """helper-374: a `--repeat 0` run of 350 captures, 347 of them with the note above, said "vm_..4544 ..
+    vm_..4234 (47 captures)": the footnote counted the 47 rows the table lists, not the 347 between its two
+    ends that have the note (analyse said 347); a capture left out of the table without the note did not
+    break the footnote either, which then named it among those with the note."""
+    from npuprof.config import ProfileConfig
+    from npuprof.reports.run_summary import print_run_summary
+    from npuprof.results.run_record import CaptureSummary
+
+    out = tmp_path / "res"
+    out.mkdir()
+    count = 60
+    names = [f"vm_42_2026120711{k:06d}_ascend_pt" for k in range(count)]
+    quiet = {0, 1, 2, 45}  # no note: the first three, and one the table leaves out
+    details = ["" if k in quiet else BESIDE.format(k + 3) for k in range(count)]
+    captures = [
+        CaptureSummary(out / name, "complete", None, 42, [2 * k + 1], 1000, detail, True)
+        for k, (name, detail) in enumerate(zip(names, details, strict=True))
+    ]
+    print_run_summary(out, captures, 0, ProfileConfig(), out / "npuprof.log", run_id="r1")
+    said = " ".join(capsys.readouterr().err.split())
+    before, after = range(3, 45), range(46, count)  # the two runs of captures with the note
+    for run in (before, after):
+        first, last = run[0], run[-1]
+        note = BESIDE.format(f"{first + 3} to {last + 3}")
+        assert f"* {names[first]} .. {names[last]} ({len(run)} captures): {note}" in said, said
+    assert said.count("* vm_") == 2, said

@@ -146,9 +146,14 @@ def print_run_summary(
         (c, "; ".join(filter(None, (_why_not_finalised(c, agents), c.unmade))))
         if c.detail == layout.NOT_FINALISED
         else (c, "; ".join(filter(None, (c.detail, c.unmade))))
-        for c in listed
+        for c in captures
     )
+    shown = {id(c) for c in listed}
+    # grouped over every capture, not the rows listed: a footnote named by its first and last capture
+    # counts all those between that have its note, and says nothing of those that have none (helper-374)
     for alike, detail in grouped(details):
+        if not any(id(c) in shown for c in alike):
+            continue
         named = _shown_dir(alike[0].rank_dir, output)
         if len(alike) > 1:  # --repeat 0: most captures have the same note (reports/footnotes.py)
             named += f" .. {_shown_dir(alike[-1].rank_dir, output)} ({len(alike)} captures)"
