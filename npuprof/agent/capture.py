@@ -172,6 +172,7 @@ class CaptureWriter:
         from npuprof.agent.signals import note_exported
 
         note_exported()
+        self._took_room(trace)
         self.rank_dir = rank_dir
         rank = self.rank_fn()
         chrome_copy = (
@@ -434,6 +435,18 @@ class CaptureWriter:
         from npuprof.agent.disk_guard import bytes_written_since
 
         return bytes_written_since(rank_dir, since)
+
+    def _took_room(self, trace: Path | None) -> None:
+        """Tell the disk guard the raw trace's size: the next capture's start is judged by its last
+        measurement, up to 2 s old, less what this process wrote since (docs/architecture.md, "Disk
+        space")."""
+        if self.space is None or trace is None or self.backend.writes_own_layout:
+            return  # torch_npu's files are counted where they are asked about (_written_since_measured)
+        try:
+            size = os.stat(trace).st_size
+        except OSError:
+            return
+        self.space.took(self.cfg.output, size)
 
     def _short_of(self, wanted: int, written: int = 0) -> str:
         """Why writing ``wanted`` bytes into this capture's directory would take its disk below

@@ -31,6 +31,10 @@ class DiskGuard:
         # launcher checked -o before the job started)
         self._room: dict[str, tuple[int, int]] = {}
         self._measured_at: dict[str, float] = {}  # time.time() of each directory's last measurement
+        # bytes this process wrote into each directory since its last measurement (its raw traces): captures
+        # a second apart (--repeat 0) were let begin on one measurement until the next, 2 s of traces below
+        # --min-free-space (helper-374)
+        self._taken: dict[str, int] = {}
         self._thread: bool | None = None  # its watcher started (npuprof.agent.threads: not listed)
 
     def start(self) -> None:
@@ -46,6 +50,7 @@ class DiskGuard:
         self._thread = None  # threads do not survive fork; start() makes a new one when needed
         self._room.clear()
         self._measured_at.clear()
+        self._taken.clear()
 
     def watch(self, path: str) -> None:
         """Measure ``path`` too from now on: the directory a --dynamic request captures into (its
@@ -59,11 +64,18 @@ class DiskGuard:
             oldest = next(p for p in self._room if p != self.path)
             del self._room[oldest]
             self._measured_at.pop(oldest, None)
+            self._taken.pop(oldest, None)
+
+    def took(self, path: str, size: int) -> None:
+        """``size`` bytes were just written into ``path`` (a capture's raw trace, at its end): counted
+        against its last measurement until the next one."""
+        if path in self._room:
+            self._taken[path] = self._taken.get(path, 0) + size
 
     def ok_for(self, path: str) -> bool:
         """Whether a capture may write into ``path``, as last measured."""
         room = self._room.get(path)
-        return room is None or room[0] >= room[1]
+        return room is None or room[0] - self._taken.get(path, 0) >= room[1]
 
     def measured_at(self, path: str) -> float | None:
         """When ``path`` was last measured (``time.time()``), or None."""
@@ -77,7 +89,7 @@ class DiskGuard:
         room = self._room.get(path)
         if room is None:
             return ""
-        free, needed = room[0] - written, room[1]
+        free, needed = room[0] - self._taken.get(path, 0) - written, room[1]
         if wanted <= 0:
             return "" if free >= needed else self._below(path, free, needed, written)
         from npuprof.results.free_space import room_words
@@ -93,14 +105,15 @@ class DiskGuard:
         )
 
     def describe(self, path: str) -> str:
-        free, needed = (human_bytes(n) for n in self._room.get(path, (0, 0)))
+        free, needed = self._room.get(path, (0, 0))
+        free, needed = human_bytes(max(free - self._taken.get(path, 0), 0)), human_bytes(needed)
         return f"only {free} free at {path}, below --min-free-space ({needed})"
 
     def fix(self, path: str) -> str:
         """The --min-free-space values that let captures into ``path`` run, as last measured there."""
         from npuprof.results.free_space import floor_advice
 
-        return floor_advice(self._room.get(path, (0, 0))[0])
+        return floor_advice(max(self._room.get(path, (0, 0))[0] - self._taken.get(path, 0), 0))
 
     def check(self) -> None:
         for path in dict.fromkeys([self.path, *self._room]):
@@ -114,6 +127,7 @@ class DiskGuard:
             from npuprof.config import required_free_bytes
 
             when = time.time()
+            counted = self._taken.get(path, 0)  # in what statvfs now sees; a write noted after it is not
             st = _statvfs_of_the_place(path)
             room = (st.f_bavail * st.f_frsize, required_free_bytes(self.spec, st.f_blocks * st.f_frsize))
         except Exception as exc:  # an unreadable filesystem: let the writes themselves fail and say so
@@ -123,6 +137,7 @@ class DiskGuard:
             return
         was_ok = self.ok_for(path)
         self._room[path] = room
+        self._taken[path] = max(self._taken.get(path, 0) - counted, 0)
         self._measured_at[path] = when
         if was_ok and not self.ok_for(path):
             self.log.warning(self.describe(path))

@@ -414,7 +414,9 @@ class Agent:
         from npuprof.agent.ranks import current_rank
 
         backend = backend if backend is not None else NotChosen()
-        return CaptureWriter(self.cfg, self.run, backend, self.log, current_rank, self.worker, self.post)
+        return CaptureWriter(
+            self.cfg, self.run, backend, self.log, current_rank, self.worker, self.post, space=self.disk
+        )
 
     @never_raise("starting the background post-processor")
     def _prepare(self) -> None:
