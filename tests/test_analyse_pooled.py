@@ -370,3 +370,24 @@ def test_the_same_note_of_many_captures_is_one_warning(tmp_path: Path) -> None:
     assert f"npuprof analyse: warning: {dirs[1]}: its capture record says: {BESIDE.format(3)}" in (
         second.stderr.splitlines()
     ), second.stderr
+
+
+def test_a_steps_none_of_many_captures_has_is_one_short_line(tmp_path: Path) -> None:
+    """helper-374: `npuprof analyse --steps 10` of a --repeat 0 run of 350 captures, none with step 10,
+    said so in one line of 6 KB, every capture's steps listed ("their steps are 206-207, 409-410, ..."):
+    the first and last few now, and how many are left out."""
+    count = 30
+    steps = [7 + 100 * k for k in range(count)]
+    for k, step in enumerate(steps):
+        trace = cpu_trace()
+        (span,) = [e for e in trace["traceEvents"] if e.get("name") == "ProfilerStep#7"]
+        span["name"] = f"ProfilerStep#{step}"
+        trace["baseTimeNanoseconds"] = 1_700_000_000_000_000_000 + k * 10_000_000
+        del trace["distributedInfo"]
+        write_rank_dir(tmp_path, trace, rank=None, name=f"host_42_{20250101000000000 + k}")
+    analysed = npuprof("analyse", str(tmp_path), "--steps", "3", timeout=120)
+    assert analysed.returncode != 0
+    (line,) = [line for line in analysed.stderr.splitlines() if "no step of --steps 3" in line]
+    first, last = ", ".join(map(str, steps[:4])), ", ".join(map(str, steps[-4:]))
+    assert line.endswith(f"their steps are {first}, ... ({count - 8} more), {last}"), line
+    assert len(line) < 300, line

@@ -1751,13 +1751,15 @@ def _build_report(
     order = _in_time_order(r.rank_dir for r in ranks)
     ranks.sort(key=lambda r: (r.rank is None, r.rank or 0, order[r.rank_dir], r.rank_dir))
     if steps is not None and ranks and not problems and not any(r.steps for r in ranks):
-        there = f"their steps are {_step_spans(sorted(steps_there))}" if steps_there else "they have no step"
+        there = "they have no step"
+        if steps_there:
+            there = f"their steps are {_spans_abridged(sorted(steps_there))}"
         asked = steps.text
         where = f"the {len(ranks)} capture(s) of {path}"
         if cut := sorted(n for n in steps_cut if n in steps):  # there, but left out: say why, not "no step"
             there += (
-                f"; step(s) {_step_spans(cut)} left out: the trace is cut short, and the cut may have taken "
-                "some of its events (the capture's warning says where; npuprof analyse without --steps)"
+                f"; step(s) {_spans_abridged(cut)} left out: the trace is cut short, and the cut may have "
+                "taken some of its events (the capture's warning says where; npuprof analyse without --steps)"
             )
         raise NothingToAnalyse(f"no step of --steps {asked} in {where}: {there}")
     report = Report(
@@ -2097,6 +2099,22 @@ def _step_spans(numbers: list[int]) -> str:
         else:
             spans.append([n, n])
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+
+
+SPANS_AT_EACH_END = 4
+
+
+def _spans_abridged(numbers: list[int]) -> str:
+    """Sorted step numbers as runs, the first and last few of them: a --repeat 0 job of days has thousands
+    of captures, each its own run of steps, which made the error line of a --steps that none has kilobytes
+    long (helper-374)."""
+    spans = _step_spans(numbers).split(", ")
+    if len(spans) <= 2 * SPANS_AT_EACH_END + 1:
+        return ", ".join(spans)
+    left = len(spans) - 2 * SPANS_AT_EACH_END
+    return (
+        f"{', '.join(spans[:SPANS_AT_EACH_END])}, ... ({left} more), {', '.join(spans[-SPANS_AT_EACH_END:])}"
+    )
 
 
 def _later_runs_without_captures(path: Path, reported: runs.Run) -> list[str]:
