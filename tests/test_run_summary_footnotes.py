@@ -104,3 +104,29 @@ def test_a_footnote_counts_every_capture_between_its_ends(
         note = BESIDE.format(f"{first + 3} to {last + 3}")
         assert f"* {names[first]} .. {names[last]} ({len(run)} captures): {note}" in said, said
     assert said.count("* vm_") == 2, said
+
+
+def test_a_capture_amiss_among_many_noted_is_listed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """helper-374: of a --repeat 0 run's many captures, nearly all had the note above; the table lists
+    the first and last 10 and 30 with something to say, taken in order, so those 30 were all the note's, and
+    a capture stopped for want of disk space later in the run was neither listed nor given its footnote."""
+    from npuprof.config import ProfileConfig
+    from npuprof.reports.run_summary import print_run_summary
+    from npuprof.results.run_record import CaptureSummary
+
+    out = tmp_path / "res"
+    out.mkdir()
+    count, stopped = 80, 50
+    names = [f"vm_42_2026120711{k:06d}_ascend_pt" for k in range(count)]
+    why = "stopped at step 101: only 8.0 MiB free at /data, below --min-free-space (10.0 MiB)"
+    captures = [
+        CaptureSummary(out / name, "complete", None, 42, [2 * k + 1], 1000, BESIDE.format(k + 3), True)
+        for k, name in enumerate(names)
+    ]
+    captures[stopped] = CaptureSummary(out / names[stopped], "incomplete", None, 42, [101], 1000, why, True)
+    print_run_summary(out, captures, 0, ProfileConfig(), out / "npuprof.log", run_id="r1")
+    said = " ".join(capsys.readouterr().err.split())
+    assert f"101 incomplete* 1000 B yes {names[stopped]}" in said, said
+    assert f"* {names[stopped]}: {why}" in said, said

@@ -792,23 +792,23 @@ MANY_CAPTURES = 30
 def _listed(captures: list[CaptureSummary], cfg: ProfileConfig) -> tuple[list[CaptureSummary], int, int]:
     """Every capture when they are few; else the first and last LISTED_WHEN_MANY and the first
     MANY_CAPTURES with something to say (not complete, not parsed though asked to be, a detail), in their
-    order; and how many are left out: whole ones, and ones with something to say (a post-processor killed
-    early leaves thousands unparsed)."""
+    order, those not complete or not parsed before those with a detail only; and how many are left out:
+    whole ones, and ones with something to say (a post-processor killed early leaves thousands unparsed)."""
     if len(captures) <= MANY_CAPTURES:
         return captures, 0, 0
     ends = set(range(LISTED_WHEN_MANY)) | set(range(len(captures) - LISTED_WHEN_MANY, len(captures)))
     unparsed = {id(c) for c in _left_unparsed(captures, cfg)}
-    kept: list[CaptureSummary] = []
-    said = notable_left = 0
-    for i, c in enumerate(captures):
-        notable = c.status != "complete" or id(c) in unparsed or bool(c.detail)
-        if i in ends:
-            kept.append(c)
-        elif notable and said < MANY_CAPTURES:
-            kept.append(c)
-            said += 1
-        elif notable:
-            notable_left += 1
+    # --repeat 0 on a busy host gives most captures a note ("the post-processor ran during this capture"):
+    # taken in order, those filled the rows, and a capture stopped by a full disk later in the run was left
+    # out of the table and its footnote (helper-374)
+    amiss = [
+        i for i, c in enumerate(captures) if i not in ends and (c.status != "complete" or id(c) in unparsed)
+    ]
+    first = set(amiss)
+    noted = [i for i, c in enumerate(captures) if i not in ends and i not in first and bool(c.detail)]
+    said = set((amiss + noted)[:MANY_CAPTURES])
+    kept = [c for i, c in enumerate(captures) if i in ends or i in said]
+    notable_left = len(amiss) + len(noted) - len(said)
     return kept, len(captures) - len(kept) - notable_left, notable_left
 
 
