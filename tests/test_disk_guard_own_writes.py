@@ -62,3 +62,21 @@ def test_captures_stop_once_their_own_traces_took_the_room_left(tmp_path: Path) 
     assert n < 12, sizes  # fewer than the 13 windows of the 40 steps: the test means something
     assert skipped, records  # a skipped window leaves its record (once per directory)
     assert "below --min-free-space" in result.stderr, result.stderr
+
+
+def test_windows_skipped_for_the_same_reason_are_one_log_line(tmp_path: Path) -> None:
+    """helper-374: a disk below --min-free-space with a window at every step (`--repeat 0 --wait 0 --warmup
+    0 --active 1`): each window skipped wrote its line into npuprof.log, in the training step (median step
+    0.47 ms against 0.26 bare), and 12,613 of them in 6 s rotated the run's first lines out of the log.
+    One line now, while the reason's words stay the same; the count at the process's end gives them all."""
+    job = JOB.replace(f"free = {FLOOR + MARGIN} - traces", "free = 0")
+    flags = ["--min-free-space", str(FLOOR), "--no-analyse", "--repeat", "0"]
+    schedule = ["--skip-first", "1", "--wait", "0", "--warmup", "0", "--active", "1"]
+    result, out = run_script(tmp_path, job, *flags, *schedule)
+    assert result.returncode == 0, result.stderr
+    log = (out / "npuprof.log").read_text()
+    skipped = [line for line in log.splitlines() if "] capture at step " in line and " skipped: " in line]
+    windows = 40  # one at each of the 40 optimizer steps' ends: steps 1 to 40 would have recorded
+    assert len(skipped) == 1 and "capture at step 1 skipped: only 0 B free" in skipped[0], skipped
+    assert f"capture windows skipped in this process: {windows}" in log, log
+    assert f"{windows} capture window(s) could not record" in " ".join(result.stderr.split()), result.stderr

@@ -153,6 +153,7 @@ class CaptureController:
         self._skipped_without_backend: set[str] = set()  # the outputs it recorded a skip in
         self.step = 0
         self.windows_skipped = 0  # capture windows that could not record (no room, no directory)
+        self._skips_said: dict[str, str] = {}  # each skip warning last logged, numbers aside (_warn_skip)
         self.next_check = 0
         self.enabled = True
         self.armed = False
@@ -910,16 +911,29 @@ class CaptureController:
             )
             return True, f"the process is exiting ({self.closed_for_exit})"
         if _inside_backward():
-            self.log.warn_once("inside-backward", f"capture at step {step} skipped: {INSIDE_BACKWARD}")
+            self._warn_skip("inside-backward", f"capture at step {step} skipped: {INSIDE_BACKWARD}")
             return False, "the step boundary came inside a backward pass, where torch's profiler cannot start"
         if self.space is not None and not self.space.ok_for(self.cfg.output):
             message = f"capture at step {step} skipped: {self.space.describe(self.cfg.output)}"
             self.windows_skipped += 1
             fix = self.space.fix(self.cfg.output)
-            self.log.warn_once("disk-space", f"{message}; training goes on ({fix})")
+            self._warn_skip("disk-space", f"{message}; training goes on ({fix})")
             self._sink_for_a_skip(self.cfg.output).skipped(step, message, self.cfg.output)
             return False, self.space.describe(self.cfg.output)
         return None
+
+    def _warn_skip(self, key: str, message: str) -> None:
+        """The warning of a window skipped, into the log again only when its words change, numbers aside
+        (the step's, the free space's): a window skipped at each step for the same reason (a disk below
+        --min-free-space) wrote a line each, on the step path, and rotated the run's start out of the log
+        (helper-374). The run's end logs how many were skipped."""
+        from npuprof.reports.footnotes import numbers_hidden
+
+        said = numbers_hidden(message)
+        if self._skips_said.get(key) == said:
+            return
+        self._skips_said[key] = said
+        self.log.warn_once(key, message)
 
     def _sink_for_a_skip(self, output: str) -> CaptureSink:
         """The sink that records a skipped window into ``output``: the captures' own; but, before it is

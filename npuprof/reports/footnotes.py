@@ -23,6 +23,12 @@ _NUMBER = re.compile(r"(?<![\w./:,-])-?\d+(?:\.\d+)?(?![\w/]|[-:,.]\d)")
 GROUPED_FROM = 3  # like notes of this many captures in a row are one footnote
 
 
+def numbers_hidden(note: str) -> str:
+    """``note`` with each number standing alone (as grouped() reads them) as ``#``: notes alike but for
+    their numbers read the same."""
+    return _NUMBER.sub("#", note)
+
+
 def grouped(notes: Iterable[tuple[T, str | None]]) -> list[tuple[list[T], str]]:
     """``(item, note)`` pairs in their order as ``(items, note)`` footnotes: a run of GROUPED_FROM items or
     more whose notes have the same words (numbers aside) is one, a run broken by an item without a note;
@@ -33,7 +39,7 @@ def grouped(notes: Iterable[tuple[T, str | None]]) -> list[tuple[list[T], str]]:
         if not note:
             shape = None
             continue
-        own = _NUMBER.sub("#", note)
+        own = numbers_hidden(note)
         if runs and own == shape:
             runs[-1][0].append(item)
             runs[-1][1].append(note)
