@@ -543,8 +543,9 @@ def _note_if_start_step_passed(directory: Path, start_step: int, ranks: Any = No
     least = min(p["last_step"] for p in passed)
     which = "every" if len(passed) == len(running) else f"{len(passed)} of the {len(running)}"
     kind = "running" if all(p["state"] != SILENT for p in passed) else f"running or {MAY_HAVE_ENDED}"
+    noun = "process" if len(passed) == len(running) else "processes"  # "every ... process", "1 of the 3 ..."
     sys.stderr.write(
-        f"npuprof trigger: note: --start-step {start_step} has passed in {which} {kind} process "
+        f"npuprof trigger: note: --start-step {start_step} has passed in {which} {kind} {noun} "
         f"(their logs are at step {least} or later): there it is not effective; omit --start-step for the "
         "next step\n"
     )

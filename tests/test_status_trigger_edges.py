@@ -1,0 +1,132 @@
+"""`npuprof status` and `npuprof trigger`'s notes at their edges (helper-373's mutation hunt: each of these
+changed at its edge, or written without its bound, and no test said so): a duration's unit, the lists cut at
+a few names, a start_step equal to the step a log names, a process without a rank under a --ranks request.
+
+The processes are of other hosts (their logs in a shared folder), heard from seconds ago: "running" by their
+newest line, with no pid of this host to look at."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from npuprof.cli import status, trigger
+
+
+def _line(step: int, message: str) -> str:
+    """A watcher's line of 5 s ago, as a node in UTC writes it."""
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(time.time() - 5))
+    return f"{stamp},000 +0000 [INFO] [7] npuprof.dynamic: [step {step}] {message}\n"
+
+
+def _job(tmp_path: Path, steps: dict[tuple[str, int], int], extra: dict[str, str] | None = None) -> Path:
+    """DIR of a job whose processes (host, rank; -1: none) are at those steps by their logs; ``extra``:
+    more lines of a host's log."""
+    logs = tmp_path / "log"
+    logs.mkdir(parents=True)
+    for pid, ((host, rank), step) in enumerate(steps.items(), start=100):
+        text = (
+            _line(0, "watching it every 1 s") + _line(step, f"at step {step}") + (extra or {}).get(host, "")
+        )
+        (logs / f"dp_{host}_{pid}_rank_{rank}.log").write_text(text)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("seconds", "said"),
+    [
+        (0, "0 s"),
+        (89, "89 s"),
+        (90, "2 min"),  # 1.5 min, rounded to even
+        (5399, "90 min"),
+        (5400, "2 h"),
+        (48 * 3600 - 1, "48 h"),
+        (48 * 3600, "2 days"),
+        (10 * 86400, "10 days"),
+    ],
+)
+def test_status_says_a_silence_in_the_unit_of_its_length(seconds: int, said: str) -> None:
+    assert status._duration(seconds) == said
+
+
+def test_status_names_four_unchecked_hosts_and_counts_the_rest(tmp_path: Path) -> None:
+    hosts = [f"node-{c}.example" for c in "abcdef"]
+    job = _job(tmp_path, {(host, rank): 3 for rank, host in enumerate(hosts)})
+    processes = status._processes(job / "log")
+    assert [p["state"] for p in processes] == ["running"] * 6, processes
+    table = status.render({"config": {"file": "f", "start_step": 0}, "processes": processes})
+    assert (
+        "not checked: the processes of node-a.example, node-b.example, node-c.example, node-d.example and "
+        "2 more (this host's pids" in table
+    ), table
+
+
+def test_trigger_says_a_start_step_the_job_is_in_has_passed_and_where(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A job in step N takes a request from step N as not effective ("has already begun", the window opening
+    at the boundary before its first step), as it does one from an earlier step."""
+    job = _job(tmp_path, {("node-a", 0): 20, ("node-b", 1): 5, ("node-c", -1): 30})
+
+    def note(start_step: int, ranks: set[int] | None) -> str:
+        trigger._note_if_start_step_passed(job, start_step, ranks)
+        return " ".join(capsys.readouterr().err.split())
+
+    assert (
+        "--start-step 20 has passed in 2 of the 3 running processes (their logs are at step 20 or later)"
+    ) in note(20, None)
+    assert (
+        "--start-step 21 has passed in 1 of the 3 running processes (their logs are at step 30 or later)"
+        in (note(21, None))
+    )
+    assert note(31, None) == ""
+    # the process without a rank counts as rank 0, as in its job: a request for rank 0 is one for it
+    assert "--start-step 25 has passed in 1 of the 2 running processes (their logs are at step 30 " in note(
+        25, {0}
+    )
+    assert "--start-step 5 has passed in every running process (their logs are at step 5 " in note(5, {1})
+
+
+def test_trigger_takes_a_capture_planned_from_the_step_a_process_is_in_as_begun() -> None:
+    planned = (
+        "capture planned: steps 20-21 (capture 2 step(s) from step 20 on every rank into /o (trigger t))"
+    )
+    process = {"last_step": 19, "capturing": None}
+    assert trigger._not_begun(planned, process) == "planned: steps 20-21"
+    assert trigger._not_begun(planned, {**process, "last_step": 20}) == ""
+    assert trigger._not_begun(planned, {**process, "last_step": None}) == "planned: steps 20-21"
+
+
+def test_triggers_notes_name_eight_processes_and_count_the_rest(tmp_path: Path) -> None:
+    """Ten processes: one has read the request, nine have not; then nine have taken it and not begun."""
+    hosts = [f"n{i:02d}" for i in range(10)]
+    read = " loaded: capture 1 step(s) from step 50 on every rank into /o (trigger t7)\n"
+    job = _job(tmp_path, {(host, rank): 10 for rank, host in enumerate(hosts)}, {"n00": _line(10, read)})
+    (job / "profiler_config.json").write_text(json.dumps({"start_step": 50, "trigger_id": "t7"}))
+    said = trigger._request_not_picked_up_by_some(job)
+    assert (
+        "request t7, which 9 of the 10 running processes had not picked up yet (rank 1, rank 2, rank 3, "
+        "rank 4, rank 5, rank 6, rank 7, rank 8 and 1 more)"
+    ) in said, said
+
+    nine = _job(
+        tmp_path / "nine", {(host, rank): 10 for rank, host in enumerate(hosts[:9])}, {"n00": _line(10, read)}
+    )
+    (nine / "profiler_config.json").write_text(json.dumps({"start_step": 50, "trigger_id": "t7"}))
+    said = trigger._request_not_picked_up_by_some(nine)
+    assert (
+        "which 8 of the 9 running processes had not picked up yet (rank 1, rank 2, rank 3, rank 4, " in said
+    )
+    assert "rank 8): the last change wins" in said, said
+
+    plan = "capture planned: steps 50-50 (capture 1 step(s) from step 50 on every rank into /o (trigger t7))"
+    for rank, host in enumerate(hosts):
+        with (job / "log" / f"dp_{host}_{100 + rank}_rank_{rank}.log").open("a") as log:
+            log.write(_line(11, plan))
+    said = trigger._request_taken_not_begun(job)
+    shown = "; ".join(f"rank {r}: planned: step 50" for r in sorted(range(10), key=lambda r: f"rank {r}"))
+    assert said.startswith("request t7, which 10 of the 10 running processes had taken and not begun ("), said
+    assert f"({'; '.join(shown.split('; ')[:8])}; ...)" in said, said
