@@ -276,6 +276,8 @@ def test_the_agent_asks_for_the_db_when_its_own_parser_runs(
     (sent,) = post.jobs
     assert (sent["analyse"], sent["export_db"]) == job
     assert handover.job_from(sent).export_db is job[1]
+    # gzip (on by default) is the post-processor's on npuprof's layout alone; the record says the parse asked
+    assert (sent["gzip"], sent["record"]["parse"]) == (not own_layout, analyse), sent
     if own_layout:
         return
     (rank_dir,) = layout.find_rank_dirs(tmp_path)
@@ -283,6 +285,31 @@ def test_the_agent_asks_for_the_db_when_its_own_parser_runs(
     assert info["config"]["experimental_config"]["_export_type"] == (
         ["text", "db"] if export_type == "text,db" else export_type
     )
+
+
+def test_a_capture_without_steps_calls_no_step_partial(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A window that recorded no whole step (ended before its first boundary): neither end is a partial step
+    in its record, as the began-inside and cut-short flags would say; with steps they are (helper-373)."""
+    from npuprof.agent import capture
+    from npuprof.agent.log import AgentLog
+
+    monkeypatch.setattr(capture, "CaptureAnnotations", _NoAnnotations)  # marks are process-wide state
+    for last, flags in ((1, (None, False)), (3, (True, True))):
+        output = tmp_path / f"last-{last}"
+        cfg = c.ProfileConfig(output=str(output)).validate()
+        post = _Post()
+        writer = capture.CaptureWriter(
+            cfg, {"run_id": "r"}, _Backend(False, output), AgentLog(None, "t"), lambda: 0, "w", post
+        )
+        writer.begin(2)
+        writer.first_step_partial = True
+        writer.finish(None, last, last_partial=True)
+        (sent,) = post.jobs
+        record = sent["record"]
+        assert (record.get("first_step_partial"), record.get("last_step_partial")) == flags, record
+        assert record["steps"] == list(range(2, last + 1)), record
 
 
 # ---- torch_npu ----------------------------------------------------------------------------------------
