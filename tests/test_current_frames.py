@@ -96,3 +96,43 @@ def test_a_gc_disable_another_thread_makes_during_the_read_is_kept(monkeypatch: 
             gc.enable()
         else:
             gc.disable()
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_read_that_holds_collection_off_leaves_it_as_the_job_had_it(
+    monkeypatch: pytest.MonkeyPatch, enabled: bool
+) -> None:
+    """Where collection is held off around the read (3.11), a job that had turned it off (gc.disable() around
+    its training loop) finds it off after, and one that had it on finds it on (helper-373: turned back on
+    unconditionally, nothing failed)."""
+    monkeypatch.setattr(frames, "COLLECTS_INSIDE_THE_READ", True, raising=False)
+    was_enabled = gc.isenabled()
+    seen: list[bool] = []
+    read = sys._current_frames
+
+    def read_noting_collection() -> dict[int, Any]:
+        seen.append(gc.isenabled())
+        return read()
+
+    monkeypatch.setattr(sys, "_current_frames", read_noting_collection)
+    (gc.enable if enabled else gc.disable)()
+    try:
+        assert threading.get_ident() in frames.current_frames()
+        assert (seen, gc.isenabled()) == ([False], enabled)
+    finally:
+        (gc.enable if was_enabled else gc.disable)()
+
+
+def test_a_thread_inside_an_import_is_not_another_thread_importing(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``another_thread_imports`` asked from inside an import (the agent wakes inside ``import torch``) looks
+    at the other threads only: none imports here."""
+    (tmp_path / "npuprof_asks_in_its_import.py").write_text(
+        "from npuprof.agent import frames\nASKED = frames.another_thread_imports()\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "npuprof_asks_in_its_import", raising=False)
+    import npuprof_asks_in_its_import  # type: ignore[import-not-found]
+
+    assert npuprof_asks_in_its_import.ASKED is False
