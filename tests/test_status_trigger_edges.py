@@ -8,12 +8,14 @@ newest line, with no pid of this host to look at."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
 import pytest
 
 from npuprof.cli import status, trigger
+from npuprof.job_processes import pid_alive
 
 
 def _line(step: int, message: str) -> str:
@@ -130,3 +132,35 @@ def test_triggers_notes_name_eight_processes_and_count_the_rest(tmp_path: Path) 
     shown = "; ".join(f"rank {r}: planned: step 50" for r in sorted(range(10), key=lambda r: f"rank {r}"))
     assert said.startswith("request t7, which 10 of the 10 running processes had taken and not begun ("), said
     assert f"({'; '.join(shown.split('; ')[:8])}; ...)" in said, said
+
+
+def test_status_finds_a_killed_process_s_newest_capture_among_many_up_to_the_plans_last_step(
+    tmp_path: Path,
+) -> None:
+    """A process killed after its "capture planned: steps 52-53" line: its newest rank dir of 20 (the newest
+    16 are looked at), begun at step 53, the plan's last, is the capture it died in."""
+
+    pid = 4194001  # beyond this host's pids: gone
+    assert not pid_alive(pid)
+    host, out = os.uname().nodename, tmp_path / "out"
+    logs = tmp_path / "cfg" / "log"
+    logs.mkdir(parents=True)
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(time.time() - 2)) + ",000"
+    request = f"capture 2 step(s) from the next step on every rank into {out} (trigger t1)"
+    (logs / f"dp_{host}_{pid}_rank_0.log").write_text(
+        f"{stamp} [INFO] [{pid}] npuprof.dynamic: [step 0] watching it every 2 s\n"
+        f"{stamp} [INFO] [{pid}] npuprof.dynamic: [step 50] capture planned: steps 52-53 ({request})\n"
+    )
+    for n in range(20):
+        rank_dir = out / f"{host}_{pid}_202612061046{n:02d}123_ascend_pt"
+        rank_dir.mkdir(parents=True)
+        newest = n == 19
+        record = {
+            "status": "capturing" if newest else "complete",
+            "pid": pid,
+            "steps": [53] if newest else [n],
+            "updated_ns": time.time_ns(),
+        }
+        (rank_dir / "npuprof_capture.json").write_text(json.dumps(record))
+    (process,) = status._processes(logs)
+    assert process["capturing"] == {"from_step": 53, "directory": str(rank_dir)}, process
