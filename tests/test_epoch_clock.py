@@ -74,3 +74,46 @@ def test_a_gc_pause_lands_on_the_epoch_clock_when_every_end_reading_tried_is_pre
     [pause] = watch.stop()["events"]
     assert abs(pause["start_ns"] - (2_000_000 + EPOCH_AT_ZERO)) <= 10_000, pause
     assert abs(pause["end_ns"] - (2_500_000 + EPOCH_AT_ZERO)) <= 10_000, pause
+
+
+class _ScriptedBrackets:
+    """Each reading's (perf_counter before, wall, perf_counter after), in order."""
+
+    def __init__(self, brackets: list[tuple[int, int, int]]) -> None:
+        self.perf = [n for before, _, after in brackets for n in (before, after)]
+        self.wall = [wall for _, wall, _ in brackets]
+
+    def perf_counter_ns(self) -> int:
+        return self.perf.pop(0)
+
+    def time_ns(self) -> int:
+        return self.wall.pop(0)
+
+
+def test_a_reading_takes_the_narrowest_of_at_least_three_brackets_from_their_middle(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """helper-373: with the first bracket kept, or the second (narrow already) taken before the third was
+    tried, or the offset taken from the bracket's start, every test still passed."""
+    from npuprof.agent import epoch_clock
+
+    clocks = _ScriptedBrackets(
+        [
+            (1_000_000, 5_000_000_000, 1_050_000),  # 50 µs wide: not narrow
+            (2_000_000, 7_000_000_000, 2_010_000),  # 10 µs: narrow, but only the second
+            (3_000_000, 9_000_000_000, 3_005_000),  # 5 µs: the narrowest of three
+            (4_000_000, 9_000_000_000, 4_001_000),  # never read
+        ]
+    )
+    monkeypatch.setattr(epoch_clock, "time", clocks)
+    assert epoch_clock.read() == epoch_clock.EpochOffset(9_000_000_000 - 3_002_500, 5_000)
+    assert len(clocks.wall) == 1
+
+
+def test_two_readings_exactly_narrow_enough_are_averaged() -> None:
+    from npuprof.agent.epoch_clock import NARROW_NS, EpochOffset, over_a_capture
+
+    first, last = EpochOffset(1_000, NARROW_NS), EpochOffset(3_000, NARROW_NS)
+    assert over_a_capture(first, last) == 2_000
+    assert over_a_capture(first, last._replace(width_ns=NARROW_NS + 1)) == 1_000  # the narrower
+    assert over_a_capture(None, last) == 3_000
