@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -16,6 +18,7 @@ import pytest
 
 from npuprof.cli import status, trigger
 from npuprof.job_processes import pid_alive
+from npuprof.proc_stat import state_of
 
 
 def _line(step: int, message: str) -> str:
@@ -164,3 +167,26 @@ def test_status_finds_a_killed_process_s_newest_capture_among_many_up_to_the_pla
         (rank_dir / "npuprof_capture.json").write_text(json.dumps(record))
     (process,) = status._processes(logs)
     assert process["capturing"] == {"from_step": 53, "directory": str(rank_dir)}, process
+
+
+def test_a_process_held_by_a_tracer_is_stopped() -> None:
+    """A debugger's stop (state "t", ptrace) is a stop as kill -STOP's ("T") is: it neither trains nor reads
+    the file until let go. The child traces itself to this process and stops."""
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import ctypes, os, signal\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+            "assert libc.ptrace(0, 0, 0, 0) == 0  # PTRACE_TRACEME\nos.kill(os.getpid(), signal.SIGSTOP)\n",
+        ]
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while state_of(child.pid) != b"t" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert state_of(child.pid) == b"t"
+        assert status._is_stopped(child.pid)
+    finally:
+        child.kill()
+        child.wait(30)
+    assert not status._is_stopped(os.getpid())
