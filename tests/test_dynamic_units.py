@@ -2276,3 +2276,19 @@ def test_a_request_is_logged_loaded_before_the_plan_a_step_made_of_it(
     said = [(int(f["step"]), f["message"].split(":")[0]) for f in lines if f["step"] is not None]
     loaded = said.index((3, "loaded"))
     assert said[loaded + 1] == (4, "capture planned"), said
+
+
+def test_a_stalled_process_writes_no_heartbeat_so_status_can_call_it_silent(tmp_path: Path) -> None:
+    """The heartbeat ("at step N") is written when the job moved since the last one: a process stalled at a
+    step (a hung collective) stops writing, and `npuprof status` calls a process of another host silent by
+    its log's age alone (helper-373: the check of the step taken out, a stalled process logged "at step 3"
+    every minute and never looked silent)."""
+    job = Job(tmp_path)
+    job.steps(3)
+    job.plan._last_beat = -1e9  # the heartbeat is due at this poll
+    assert job.log().count("at step 3") == 1
+    job.plan._last_beat = -1e9  # a minute later, the job still at step 3
+    assert job.log().count("at step 3") == 1
+    job.steps(1)
+    job.plan._last_beat = -1e9
+    assert job.log().count("at step 4") == 1
