@@ -59,7 +59,6 @@ class CaptureWriter:
         # controller; docs/formats.md, the capture record's start_ms)
         self.start_cost: tuple[int, float] | None = None
         self.start_info: dict[str, Any] = {}
-        self.captures = 0
         self.post = post if post is not None else postprocess.Postprocessor(self.output, run.get("run_id"))
         self._skips_reported: set[Path] = set()  # the directories a skipped capture was recorded in
         self._roots_noted: set[Path] = set()
@@ -221,7 +220,6 @@ class CaptureWriter:
                 from npuprof.agent.chrome_trace import copy_in_background
 
                 copy_in_background(Path(chrome_copy[0]), Path(chrome_copy[1]), self.log)
-        self.captures += 1
         self.log.info(
             f"capture of {_steps_text(steps)} written to {rank_dir}"
             + (f" ({detail})" if detail else "")
