@@ -246,19 +246,27 @@ def _logged_lines(
     """Each parsed line of ``directory``'s logs named by ``pattern``, with its log (in name order); with
     ``reader``, only the lines that process wrote since it began. A log that cannot be read is passed over."""
     from npuprof.agent.dynamic_files import LOG_DIR
-    from npuprof.results.layout import read_small
 
     for log in sorted((directory / LOG_DIR).glob(pattern)):
         if reader is not None and not reader.wrote(log.name):
             continue
-        try:
-            text = read_small(log, READ_LIMIT).decode("utf-8", "replace")
-        except OSError:
-            continue
-        for line in log_records(text):
-            fields = parse_line(line)
-            if fields is not None and (reader is None or reader.covers(fields)):
+        for fields in _parsed_lines(log):
+            if reader is None or reader.covers(fields):
                 yield log, fields
+
+
+def _parsed_lines(log: Path) -> Iterator[dict[str, str]]:
+    """Each parsed line of the action log ``log``; none where it cannot be read or is over READ_LIMIT."""
+    from npuprof.results.layout import read_small
+
+    try:
+        text = read_small(log, READ_LIMIT).decode("utf-8", "replace")
+    except OSError:
+        return
+    for line in log_records(text):
+        fields = parse_line(line)
+        if fields is not None:
+            yield fields
 
 
 def line_time(fields: dict[str, str]) -> float:
@@ -332,7 +340,6 @@ def _earlier_attempts_lines(
     dropped the first). A log's backup is read before it, so that an image's lines follow the line that
     names it."""
     from npuprof.agent.dynamic_files import LOG_DIR
-    from npuprof.results.layout import read_small
 
     logs = sorted(
         (
@@ -345,14 +352,7 @@ def _earlier_attempts_lines(
     said: dict[str, int | None] = {}  # each log's image's attempt, as its lines go
     for log in logs:
         base = log.name.removesuffix(".1")
-        try:
-            text = read_small(log, READ_LIMIT).decode("utf-8", "replace")
-        except OSError:
-            continue
-        for line in log_records(text):
-            fields = parse_line(line)
-            if fields is None:
-                continue
+        for fields in _parsed_lines(log):
             message = fields["message"]
             if message.startswith(WATCHING) or HEARTBEAT_RE.match(message):
                 named = ATTEMPT_RE.search(message)
