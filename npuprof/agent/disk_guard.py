@@ -72,10 +72,15 @@ class DiskGuard:
         if path in self._room:
             self._taken[path] = self._taken.get(path, 0) + size
 
+    def _free(self, path: str) -> int:
+        """The bytes free at ``path`` as last measured, less what this process wrote there since (0 where it
+        was never measured)."""
+        return self._room.get(path, (0, 0))[0] - self._taken.get(path, 0)
+
     def ok_for(self, path: str) -> bool:
         """Whether a capture may write into ``path``, as last measured."""
         room = self._room.get(path)
-        return room is None or room[0] - self._taken.get(path, 0) >= room[1]
+        return room is None or self._free(path) >= room[1]
 
     def measured_at(self, path: str) -> float | None:
         """When ``path`` was last measured (``time.time()``), or None."""
@@ -89,7 +94,7 @@ class DiskGuard:
         room = self._room.get(path)
         if room is None:
             return ""
-        free, needed = room[0] - self._taken.get(path, 0) - written, room[1]
+        free, needed = self._free(path) - written, room[1]
         if wanted <= 0:
             return "" if free >= needed else self._below(path, free, needed, written)
         from npuprof.results.free_space import room_words
@@ -105,15 +110,14 @@ class DiskGuard:
         )
 
     def describe(self, path: str) -> str:
-        free, needed = self._room.get(path, (0, 0))
-        free, needed = human_bytes(max(free - self._taken.get(path, 0), 0)), human_bytes(needed)
+        free, needed = human_bytes(max(self._free(path), 0)), human_bytes(self._room.get(path, (0, 0))[1])
         return f"only {free} free at {path}, below --min-free-space ({needed})"
 
     def fix(self, path: str) -> str:
         """The --min-free-space values that let captures into ``path`` run, as last measured there."""
         from npuprof.results.free_space import floor_advice
 
-        return floor_advice(max(self._room.get(path, (0, 0))[0] - self._taken.get(path, 0), 0))
+        return floor_advice(max(self._free(path), 0))
 
     def check(self) -> None:
         for path in dict.fromkeys([self.path, *self._room]):

@@ -314,15 +314,17 @@ def _request_not_picked_up_by_some(directory: Path) -> str:
     )
 
 
-def _ranks_asked(data: Any) -> set[int] | None:
-    """The ranks a request's is_rank / rank_list select, as a job reads them; None for every rank (or a
-    choice a job would not take: it is no request there)."""
-    if not isinstance(data, dict) or data.get("is_rank") is not True:
+def _ranks_asked(data: Any) -> list[int] | None:
+    """The ranks a request's is_rank / rank_list select, as a job reads them (config.file_ranks); None for
+    every rank (or a choice a job would not take: it is no request there)."""
+    from npuprof.config import ConfigError, file_ranks
+
+    if not isinstance(data, dict):
         return None
-    ranks = data.get("rank_list")
-    if not isinstance(ranks, list) or not all(isinstance(r, int) and not isinstance(r, bool) for r in ranks):
+    try:
+        return file_ranks(data, "profiler_config.json")
+    except ConfigError:
         return None
-    return set(ranks)
 
 
 def _selects(ranks: Any, process: dict[str, Any]) -> bool:
