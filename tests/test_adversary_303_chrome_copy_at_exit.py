@@ -63,7 +63,7 @@ def test_the_copy_of_the_capture_finalised_at_exit_is_written_before_the_exit_en
     target = tmp_path / "exported" / "rank0.json"
     target.parent.mkdir()
 
-    def finish_at_exit(reason: str) -> None:  # the capture in flight saved: its copy begins
+    def finish_at_exit(reason: str, cut: str = "") -> None:  # the capture in flight saved: its copy begins
         chrome_trace.copy_in_background(source, target, slow_copies)
 
     agent = entry.Agent.__new__(entry.Agent)

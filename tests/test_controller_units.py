@@ -1107,9 +1107,14 @@ def test_a_stop_asked_mid_step_and_done_at_a_boundary_does_not_call_that_step_pa
     rig = Rig(plan)
     rig.run(2)
     in_flight = rig.c.step
-    said = f"training ended before the capture's last step; step {in_flight} is partial"  # agent/entry.py's
-    rig.c._finish_requested = (said, "complete")  # as finish_at_exit on another thread leaves it
+    said, cut = "training ended before the capture's last step", f"; step {in_flight} is partial"  # entry's
+    asker = threading.Thread(target=rig.c.finish_at_exit, args=(said, cut))  # the exit, on another thread
+    asker.start()
+    deadline = time.monotonic() + 30
+    while rig.c._finish_requested is None and asker.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.01)
     rig.run(1)
+    asker.join(30)
     assert rig.sink.events[-1] == (
         "finish",
         in_flight,

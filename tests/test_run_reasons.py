@@ -1221,7 +1221,7 @@ def test_a_rank_that_made_no_optimizer_is_not_said_to_be_killed(
     from npuprof.agent import window_plan
 
     logged: list[str] = []
-    agent = _agent_at_its_exit(logged.append, armed=False, step=0, finish_at_exit=lambda reason: None)
+    agent = _agent_at_its_exit(logged.append, armed=False, step=0, finish_at_exit=lambda reason, cut="": None)
     monkeypatch.setattr(window_plan, "starts_workers", lambda: False)
     monkeypatch.setenv("RANK", "1")
     agent._finalise_at_exit("training ended")
@@ -1251,7 +1251,7 @@ def test_a_process_killed_before_its_first_step_is_not_said_to_have_stepped_no_o
     from npuprof.agent import window_plan
 
     logged: list[str] = []
-    agent = _agent_at_its_exit(logged.append, armed=False, step=0, finish_at_exit=lambda reason: None)
+    agent = _agent_at_its_exit(logged.append, armed=False, step=0, finish_at_exit=lambda reason, cut="": None)
     monkeypatch.setattr(window_plan, "starts_workers", lambda: False)
     for name in ("RANK", "LOCAL_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"):
         monkeypatch.delenv(name, raising=False)
@@ -1301,7 +1301,11 @@ def test_a_capture_cut_short_by_an_uncaught_exception_says_so(
 
     reasons: list[str] = []
     agent = _agent_at_its_exit(
-        lambda line: None, armed=True, step=8, windows_skipped=0, finish_at_exit=reasons.append
+        lambda line: None,
+        armed=True,
+        step=8,
+        windows_skipped=0,
+        finish_at_exit=lambda reason, cut="": reasons.append(reason + cut),
     )
     for name in ("last_exc", "last_value"):  # 3.12 keeps the first, and the second as before
         monkeypatch.setattr(sys, name, raised, raising=False)
@@ -1359,7 +1363,11 @@ def test_a_multiprocessing_childs_capture_says_what_failed_it(
 
     reasons: list[str] = []
     agent = _agent_at_its_exit(
-        lambda line: None, armed=True, step=4, windows_skipped=0, finish_at_exit=reasons.append
+        lambda line: None,
+        armed=True,
+        step=4,
+        windows_skipped=0,
+        finish_at_exit=lambda reason, cut="": reasons.append(reason + cut),
     )
     for name in ("last_exc", "last_value"):  # a child keeps none: nothing reached the interpreter's top
         monkeypatch.setattr(sys, name, None, raising=False)
@@ -1384,7 +1392,11 @@ def test_a_spawned_ranks_capture_is_finalised_where_what_failed_it_is_known(
     monkeypatch.setattr(os, "register_at_fork", lambda **hooks: None)
     reasons: list[str] = []
     agent = _agent_at_its_exit(
-        lambda line: None, armed=True, step=4, windows_skipped=0, finish_at_exit=reasons.append
+        lambda line: None,
+        armed=True,
+        step=4,
+        windows_skipped=0,
+        finish_at_exit=lambda reason, cut="": reasons.append(reason + cut),
     )
     agent._mp_after_fork = False
     # (the registry itself: each Finalize holds it as a default argument) this process's, put back after

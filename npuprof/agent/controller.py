@@ -358,14 +358,7 @@ class CaptureController:
         requested, self._finish_requested = self._finish_requested, None
         if requested is None or self.prof is None:
             return False
-        reason, status = requested
-        # asked mid-step, where the step in flight was to be cut (the process's exit on another thread:
-        # "training ended before the capture's last step; step N is partial", agent/entry.py), and done at
-        # this boundary, which ends that step whole: the record said it partial all the same
-        head, sep, tail = reason.rpartition("; step ")
-        if sep and tail.endswith(" is partial") and tail.removesuffix(" is partial").isdigit():
-            reason = head
-        self.finish_early(reason, status, last=self.step - 1)
+        self.finish_early(*requested, last=self.step - 1)
         return True
 
     def _tell_idle_decision(self) -> None:
@@ -1213,10 +1206,13 @@ class CaptureController:
         last: int | None = None,
         wait_s: float | None = None,
         give_up_at: float | None = None,
+        cut: str = "",
     ) -> None:
         """Training ends (or a signal came, the user's profiler starts, the disk fills) while ours
         records: keep what was recorded, marked with ``reason`` (and ``status``); drop a warm-up. The
-        next window is asked again (never a search: see ``_skip``).
+        next window is asked again (never a search: see ``_skip``). ``cut``: what a finish made here and now
+        cuts ("; step N is partial"), said after the reason; not said by one the recording thread makes at
+        its next boundary, which ends that step whole (helper-365: the record called a whole step partial).
 
         Only the thread the profiler belongs to may stop it: from any other thread this asks that thread
         to finish at its next step boundary (or as it ends), and waits for it a little (never on a step
@@ -1236,20 +1232,20 @@ class CaptureController:
             return
         decision_begins()  # the script's handlers deferred during the export run once all is done
         try:
-            self._finish_early(reason, status, last)
+            self._finish_early(reason + cut, status, last)
         finally:
             less_stack(raised)
             self._lock.release()
             decision_ends()
 
-    def finish_at_exit(self, reason: str) -> None:
+    def finish_at_exit(self, reason: str, cut: str = "") -> None:
         """``finish_early`` as the process ends (atexit, ``os._exit``, ``os.exec*``): a thread that records
         is waited for EXIT_WAIT_S and nothing opens again, whichever thread ends the process. An
         ``os._exit`` on the main thread, which is still alive then, gave a training thread mid-step
         OTHER_THREAD_WAIT_S, and its capture was lost past it (helper-281)."""
         if self.prof is not None and self._prof_thread not in (None, get_ident()):
             self.enabled = False
-        self.finish_early(reason, wait_s=EXIT_WAIT_S)
+        self.finish_early(reason, wait_s=EXIT_WAIT_S, cut=cut)
 
     def recorded_off_the_main_thread(self) -> bool:
         """A profiler of ours runs and belongs to a thread other than the main one (any thread may ask)."""

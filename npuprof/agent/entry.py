@@ -517,6 +517,7 @@ class Agent:
                 and (line := not_begun())
             ):
                 self.log.info(line)
+            cut = ""  # what a finish made now cuts (controller.finish_early)
             if getattr(controller, "_no_steps", False):  # a time window in a job without steps
                 timed_end = getattr(controller.plan, "end_at", None) is not None
                 from npuprof.agent.window_plan import ENDED_EARLY
@@ -535,8 +536,9 @@ class Agent:
                 )
             else:
                 ended = (_died_of_uncaught_exception() if ended_by == "training ended" else None) or ended_by
-                reason = f"{ended} before the capture's last step; step {controller.step} is partial"
-            controller.finish_at_exit(reason)
+                reason = f"{ended} before the capture's last step"
+                cut = f"; step {controller.step} is partial"
+            controller.finish_at_exit(reason, cut)
             from npuprof.results.postprocess import EXIT_COPY_WAIT_S
 
             self._hand_over_the_rest(copies_s=EXIT_COPY_WAIT_S)  # nothing trains any more: see there
