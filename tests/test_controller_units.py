@@ -16,6 +16,7 @@ These are the fast tests of bench/mutation.py's "controller" group (no subproces
 from __future__ import annotations
 
 import contextlib
+import dis
 import functools
 import itertools
 import linecache
@@ -3632,6 +3633,66 @@ def test_tick_in_a_job_with_steps() -> None:
     rig.run(1)  # a time window ends at a boundary: its last step is the one before
     assert rig.sink.events == [("begin", 3), ("finish", 5, "", "complete", 5)]
     assert rig.log.lines[-1] == ("info", "time window ended at step 6")
+
+
+def _torch_numbers_as_we_do(rig: Rig, boundaries: int) -> None:
+    """Train ``boundaries`` steps in an open window, then close it at the next boundary: torch's step
+    number must be the controller's all along, and the capture's last step the trace's last range."""
+    prof = rig.backend.created[0][1]
+    for _ in range(boundaries):
+        assert prof.step_num == rig.c.step
+        rig.run(1)
+    assert prof.step_num == rig.c.step
+    rig.plan.open = False
+    rig.c.replan()
+    rig.run(1)
+    finish = rig.sink.events[-1]
+    assert finish[0] == "finish" and finish[1] == finish[4] == rig.c.step - 1, rig.sink.events
+
+
+def test_a_window_the_timer_opens_while_the_optimizers_making_arms_us_is_not_stepped_there() -> None:
+    """Under load the window's signal handler ran inside arm() (as it started the post-processor, a
+    subprocess: the time-window test saw it twice): the tick opened the capture at step 0 and arm()'s own
+    decision then stepped torch's profiler, with no boundary: a 1 ms ProfilerStep#0, and every later step
+    numbered one ahead of ours (the record said steps 0-6 of a trace holding ProfilerStep#0-#7)."""
+    plan = Timed()
+    rig = Rig(plan, arm=False)
+    plan.open = True
+    rig.c._on_arm = rig.c.tick  # the window's signal, handled while arm() prepares
+    rig.c.arm()
+    assert rig.sink.events == [("begin", 0)]
+    _torch_numbers_as_we_do(rig, 6)
+    assert rig.sink.events[-1][1] == 6
+
+
+def test_a_window_the_timer_opens_between_a_boundarys_count_and_its_decision_is_not_stepped_there() -> None:
+    """The signal handler runs between two bytecodes: here after on_boundary counted step 3 and chose to
+    decide, before its call of the decision, which then stepped the profiler the tick had just started at
+    step 3 (torch numbering every later step one ahead of ours)."""
+    plan = Timed()
+    rig = Rig(plan)
+    rig.run(2)
+    plan.open = True
+    rig.c.replan()  # as the window's timer does, then it kicks the main thread
+    controller = rig.c
+    code = CaptureController.on_boundary.__code__
+    (call,) = [i.offset for i in dis.get_instructions(code) if i.argval == "_decide"]
+
+    def handler_between_bytecodes(frame: types.FrameType, event: str, arg: Any) -> Any:
+        if event == "call" and frame.f_code is code:
+            frame.f_trace_opcodes = True
+            return handler_between_bytecodes
+        if event == "opcode" and frame.f_lasti == call:
+            controller.tick()  # step 3 counted, its decision about to be called
+        return None
+
+    sys.settrace(handler_between_bytecodes)
+    try:
+        rig.run(1)
+    finally:
+        sys.settrace(None)
+    assert rig.sink.events == [("begin", 3)] and controller.step == 3
+    _torch_numbers_as_we_do(rig, 4)
 
 
 def test_tick_with_a_plan_of_only_the_required_methods() -> None:

@@ -760,6 +760,13 @@ class CaptureController:
             if not opened:
                 return  # the window was skipped
         else:
+            if self._range_opened == step:
+                # The capture opened inside this decision's own step: the window's signal handler ran
+                # while arm() started the post-processor, or between a boundary's count and its decision.
+                # torch's range for this step is open already; a step() here numbered every later step
+                # one ahead of ours (docs/architecture.md, "Time windows").
+                self.next_check = step + 1
+                return
             if self.space is not None and not self.space.ok_for(self.cfg.output):
                 reason = f"stopped at step {step}: {self.space.describe(self.cfg.output)}"
                 self.finish_early(
