@@ -35,3 +35,18 @@ def start_ticks(pid: int | str) -> int | None:
         return int(fields[19])
     except (IndexError, ValueError):
         return None
+
+
+def ticks_to_epoch(ticks: int) -> float | None:
+    """The moment (epoch s) ``ticks`` clock ticks after boot (a start_ticks), to the tick: by the boot clock
+    read now, where /proc/stat's boot time (whole seconds) puts it up to 1 s early. None where not known."""
+    import os
+    import time
+
+    boot_clock = getattr(time, "CLOCK_BOOTTIME", None)  # the clock /proc's start times count
+    if boot_clock is None:
+        return None
+    try:
+        return time.time() - (time.clock_gettime(boot_clock) - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError):
+        return None

@@ -737,6 +737,87 @@ def test_a_worker_torchrun_restarted_does_not_take_a_request_an_earlier_attempt_
     assert len(late._inbox) == 1, "a request a process of this attempt read was not taken by a late rank"
 
 
+_A_WORKER = """
+import json, os, sys
+from npuprof import config as c
+from npuprof.agent.dynamic_plan import DynamicPlan
+from npuprof.agent.log import AgentLog
+cfg = c.ProfileConfig(output=sys.argv[1] + "/out", dynamic=sys.argv[1] + "/cfg", poll_interval=0.1)
+plan = DynamicPlan(cfg, json.loads(sys.argv[2]), AgentLog(None, "test"), watch=False)
+plan.training_started()
+plan.first_look()
+print("took", len(plan._inbox), flush=True)
+if sys.argv[3] == "running":
+    sys.stdin.read()  # trains on until the test closes its stdin
+if sys.argv[3] == "stopped":
+    plan.at_exit("SIGTERM")  # torchrun stopped it to restart its node's workers: its last lines
+    os._exit(143)
+os._exit(137)  # killed (its capture ran out of memory): no last line
+"""
+
+
+@pytest.mark.parametrize(
+    ("ended", "elsewhere", "taken_again"),
+    [("stopped", False, False), ("killed", False, False), ("stopped", True, True)],
+    ids=["stopped-by-torchrun", "killed", "another-hosts-process"],
+)
+def test_a_worker_restarted_with_its_nodes_count_unchanged_does_not_take_a_request_its_node_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ended: str, elsewhere: bool, taken_again: bool
+) -> None:
+    """torchrun counts restarts per node: when another node's worker fails, a node whose workers did not
+    restarts them with its count unchanged (a real 2-node job on one host: node A's worker died in its
+    capture; node B's, stopped by SIGTERM, came back 1.1 s later as attempt 0 again and captured the request
+    a second time). A process of this host that read the request and ended before this one began makes this
+    one a restart whatever its count; a rank of the same attempt started late (the others running) still
+    takes a request made just before it; another host's processes are not judged from here."""
+    from conftest import clean_env
+
+    monkeypatch.delenv("TORCHELASTIC_RESTART_COUNT", raising=False)
+    cfg_dir, baseline, _ = prepare(str(tmp_path / "cfg"))
+    run = {"dynamic_baseline": baseline, "start_ns": time.time_ns() - 60 * 10**9}
+    config = cfg_dir / CONFIG_NAME
+    request = {**c.template_json(), "start_step": -1, "active": 2}
+    env = clean_env(RANK="1", TORCHELASTIC_RESTART_COUNT="0")  # node B's count, before and after
+
+    def worker(how: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-c", _A_WORKER, str(tmp_path), json.dumps(run), how],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def took(how: str) -> str:
+        out, err = worker(how).communicate(timeout=120)
+        assert out.startswith("took "), err
+        return out.strip()
+
+    config.write_text(json.dumps({**request, "trigger_id": "t-oom"}))
+    assert took(ended) == "took 1"
+    if elsewhere:  # DIR shared by the nodes of the job: the process that ended was of node-a
+        for log in (cfg_dir / "log").glob("*dp_*"):
+            log.rename(log.with_name(log.name.replace(f"_{os.uname().nodename}_", "_node-a_")))
+    os.utime(config)  # the restart begins within 5 s of the request (a file server's clock behind allowed)
+    restart = took("killed")
+    logs = "".join(p.read_text() for p in sorted((cfg_dir / "log").glob("dp_*.log")))
+    if taken_again:
+        assert restart == "took 1", logs
+        return
+    assert restart == "took 0", f"the request a process of this node read was taken again:\n{logs}"
+    assert "a process of this host that ended before this one began (an earlier attempt of the job" in logs
+    # a rank of the same attempt started late: the rank that read the request just before it still runs
+    config.write_text(json.dumps({**request, "trigger_id": "t-2"}))
+    running = worker("running")
+    try:
+        assert running.stdout is not None and running.stdout.readline() == "took 1\n"
+        os.utime(config)  # (however long the first took to start)
+        assert took("killed") == "took 1", "a late rank of the running attempt did not take its request"
+    finally:
+        running.communicate(timeout=120)
+
+
 def test_status_says_the_warm_up_of_the_request() -> None:
     from npuprof.cli.status import _config_line
 

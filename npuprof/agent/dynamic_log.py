@@ -16,7 +16,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from npuprof.results.logfile import log_records, open_regular, write_whole
@@ -329,16 +329,77 @@ def read_by_earlier_attempt(directory: Path, host: str, attempt: int, since: flo
     found = _request_file(directory)
     if found is None or attempt <= 0:
         return False
-    return _unread_in(found, _earlier_attempts_lines(directory, host, attempt, since)) is None
+    earlier = (i for i in _images(directory, host) if i.attempt is not None and i.attempt < attempt)
+    return _read_by(found, earlier, since)
 
 
-def _earlier_attempts_lines(
-    directory: Path, host: str, attempt: int, since: float
-) -> Iterator[tuple[Path, dict[str, str]]]:
-    """The lines since ``since`` in ``host``'s action logs of process images that said an attempt before
-    ``attempt`` (their first line, "watching ...", says it, and their heartbeats: a rotation may have
-    dropped the first). A log's backup is read before it, so that an image's lines follow the line that
-    names it."""
+def read_by_ended_process(
+    directory: Path,
+    host: str,
+    began: float,
+    since: float,
+    runs: Callable[[int, int], bool] | None = None,
+) -> bool:
+    """Whether ``directory``'s profiler_config.json asks for a capture that a process of ``host`` read (by
+    its lines since ``since``, epoch s) and that ended before ``began`` (epoch s, this host's clock, as the
+    lines'), the start of the process that asks: that one is a restart, or a later process, whatever its
+    torchrun count says (torchrun restarts the workers of a node whose own did not fail with its count
+    unchanged: docs/architecture.md, "Dynamic capture"). A rank of the same attempt started late finds the
+    others running, and takes a request made just before it. ``runs(pid, ticks)``: whether that process
+    (its start in ticks after boot) runs now, for one killed without its last line."""
+    found = _request_file(directory)
+    if found is None:
+        return False
+    runs = runs or _runs
+    ended = (i for i in _images(directory, host) if i.ended_before(began, runs))
+    return _read_by(found, ended, since)
+
+
+def _read_by(found: tuple[Path, float, str], images: Iterator[_Image], since: float) -> bool:
+    """Whether the lines since ``since`` of ``images`` read the request ``found`` (unread_request's test)."""
+    lines = ((log, fields) for image in images for log, fields in image.lines if line_time(fields) >= since)
+    return _unread_in(found, lines) is None
+
+
+def _runs(pid: int, ticks: int) -> bool:
+    """Whether the process that began ``ticks`` after boot with ``pid`` runs on this host (no zombie)."""
+    from npuprof.proc_stat import has_ended, stat_fields
+
+    fields = stat_fields(pid)
+    try:
+        return not has_ended(fields[0]) and int(fields[19]) == ticks
+    except (IndexError, ValueError):
+        return False
+
+
+_STARTED_AT_END = re.compile(r", started at tick (?P<ticks>\d+)$")  # (a path in the line may say it)
+
+
+@dataclass
+class _Image:
+    """One process image in its action log: its lines from its first ("watching ..."), or from the log's
+    first where a rotation dropped it, to the next image's."""
+
+    pid: int
+    attempt: int | None = None  # torchrun's, as its first line and heartbeats name it
+    ticks: int | None = None  # its start in ticks after boot, as they name it
+    ended: float | None = None  # its "the process ends" (epoch s)
+    last: float = 0.0  # its last line (epoch s)
+    lines: list[tuple[Path, dict[str, str]]] = field(default_factory=list)
+
+    def ended_before(self, began: float, runs: Callable[[int, int], bool]) -> bool:
+        """Whether it ended before ``began``: its last line says so, or (killed: no such line) its process
+        runs no more and wrote nothing since ``began``."""
+        if self.ended is not None:
+            return self.ended < began
+        return self.ticks is not None and self.last < began and not runs(self.pid, self.ticks)
+
+
+def _images(directory: Path, host: str) -> Iterator[_Image]:
+    """The process images of ``host``'s action logs, as their lines tell them apart: each begins with its
+    first line ("watching ..."); a heartbeat naming another start begins another (a pid given again, its
+    first line rotated away). A log's backup is read before it, so that an image's lines follow the line
+    that names it."""
     from npuprof.agent.dynamic_files import LOG_DIR
 
     logs = sorted(
@@ -349,17 +410,36 @@ def _earlier_attempts_lines(
         ),
         key=lambda p: (p.name.removesuffix(".1"), not p.name.endswith(".1")),
     )
-    said: dict[str, int | None] = {}  # each log's image's attempt, as its lines go
+    image: _Image | None = None
+    base = ""
     for log in logs:
+        if log.name.removesuffix(".1") != base and image is not None:
+            yield image
+            image = None
         base = log.name.removesuffix(".1")
+        named = FILE_NAME.match(log.name)
+        pid = int(named["pid"]) if named is not None else 0
         for fields in _parsed_lines(log):
             message = fields["message"]
-            if message.startswith(WATCHING) or HEARTBEAT_RE.match(message):
-                named = ATTEMPT_RE.search(message)
-                said[base] = int(named["attempt"]) if named else None
-            earlier = said.get(base)
-            if earlier is not None and earlier < attempt and line_time(fields) >= since:
-                yield log, fields
+            first = message.startswith(WATCHING)
+            naming = first or HEARTBEAT_RE.match(message) is not None
+            started = _STARTED_AT_END.search(message) if naming else None
+            ticks = int(started["ticks"]) if started else None
+            if image is None or first or (ticks is not None and image.ticks not in (None, ticks)):
+                if image is not None:
+                    yield image
+                image = _Image(pid)
+            if naming:
+                attempt = ATTEMPT_RE.search(message)
+                image.attempt = int(attempt["attempt"]) if attempt else None
+                image.ticks = ticks if ticks is not None else image.ticks
+            when = line_time(fields)
+            image.last = max(image.last, when)
+            if message == PROCESS_ENDS:
+                image.ended = when
+            image.lines.append((log, fields))
+    if image is not None:
+        yield image
 
 
 class DynamicLogs:

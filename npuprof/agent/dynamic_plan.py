@@ -462,6 +462,18 @@ class DynamicPlan:
                 self._step(),
             )
             return
+        if self._read_by_ended_process():
+            # a restart whatever its count says: torchrun restarts with its count unchanged the workers of a
+            # node whose own did not fail, when another node's did (docs/architecture.md, "Dynamic capture")
+            self._seen = current
+            self._say(
+                "INFO",
+                "a process of this host that ended before this one began (an earlier attempt of the job, "
+                "its workers restarted) read the file as it is: not a request for this one; edit it, or run "
+                "npuprof trigger, to capture",
+                self._step(),
+            )
+            return
         if self._read_before_exec():
             self._seen = current
             self._say(
@@ -500,9 +512,26 @@ class DynamicPlan:
         attempt = restart_count_from_env(os.environ)
         if not attempt:
             return False
+        return read_by_earlier_attempt(self.directory, self.logs.host, attempt, self._since())
+
+    def _read_by_ended_process(self) -> bool:
+        """A process of this host that read the request ended before this one began (to the clock tick: a
+        restart follows its attempt's end by about a second, within /proc/stat's whole-second boot time)."""
+        from npuprof.agent.dynamic_log import read_by_ended_process
+        from npuprof.proc_stat import start_ticks, ticks_to_epoch
+
+        ticks = start_ticks("self")
+        # the end of the tick it began in: /proc gives the tick, and a process that ended in that tick
+        # before this one began is not to be missed
+        began = None if ticks is None else ticks_to_epoch(ticks + 1)
+        if began is None:
+            return False
+        return read_by_ended_process(self.directory, self.logs.host, began, self._since())
+
+    def _since(self) -> float:
+        """The start of the run (epoch s, a file server's clock allowed for): the lines of its processes."""
         start_ns = self.run_start_ns
-        since = start_ns / 1e9 - CLOCK_SLACK_S if start_ns else 0.0
-        return read_by_earlier_attempt(self.directory, self.logs.host, attempt, since)
+        return start_ns / 1e9 - CLOCK_SLACK_S if start_ns else 0.0
 
     def _read_before_exec(self) -> bool:
         """This process's earlier image read the request (a script that restarts itself with os.execv keeps
