@@ -190,3 +190,44 @@ def test_a_process_held_by_a_tracer_is_stopped() -> None:
         child.kill()
         child.wait(30)
     assert not status._is_stopped(os.getpid())
+
+
+@pytest.mark.parametrize("attempt", [1, None], ids=["torchrun", "no-torchrun"])
+def test_trigger_says_torchrun_may_be_restarting_when_every_process_of_its_job_has_ended(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], attempt: int | None
+) -> None:
+    """Between a failed torchrun attempt's end and its restarted workers' first look no process watches DIR
+    (a real 2-node job: 8 s while they imported torch): the note said the request would be read by
+    no one, and the restarted workers took it. Where the processes name torchrun's attempts the note says
+    that restarted workers take it, and so does status's line on the unread request ("was not read: no process
+    of the job runs"); status's JSON gives each process's attempt."""
+    named = "" if attempt is None else f", attempt {attempt}"
+    (tmp_path / "log").mkdir()
+    (tmp_path / "log" / "dp_node-b_100_rank_1.log").write_text(
+        _line(0, f"watching it every 1 s; host node-b, pid 100, rank 1{named}, started at tick 42")
+        + _line(15, "stopped by SIGTERM: the process dies of it")
+        + _line(15, "the process ends")
+    )
+    job = tmp_path
+    (process,) = status._processes(job / "log")
+    assert (process["state"], process["attempt"]) == ("ended (SIGTERM)", attempt), process
+    (job / "profiler_config.json").write_text(json.dumps({"start_step": -1, "active": 2, "trigger_id": "t8"}))
+    trigger._note_if_nobody_watches(job)
+    said = " ".join(capsys.readouterr().err.split())
+    assert f"no process watches {job} now (every process its logs know of has ended)" in said, said
+    restarting = "or torchrun is restarting its workers (its processes name torchrun's attempts; with"
+    assert (restarting in said) == (attempt is not None), said
+    shown = status.render(
+        {
+            "config": {"file": "cfg", "problem": "-"},
+            "processes": [process],
+            "unread_request": status._unread(job),
+        }
+    )
+    if attempt is None:
+        assert "(trigger t8) was not read: no process of the job runs" in shown, shown
+    else:
+        assert (
+            "(trigger t8) is not read yet: no process of the job runs now; if torchrun is restarting its "
+            "workers (its processes name torchrun's attempts; --max-restarts), the restarted ones take it"
+        ) in shown, shown

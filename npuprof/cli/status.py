@@ -16,7 +16,9 @@ from typing import Annotated, Any
 import typer
 
 from npuprof.agent.dynamic_log import (
+    ATTEMPT_RE,
     ENDED_RE,
+    HEARTBEAT_RE,
     HEARTBEAT_S,
     NOT_EFFECTIVE,
     NOT_SELECTED_RE,
@@ -282,6 +284,7 @@ def _fresh(host: str, pid: int, rank: int) -> dict[str, Any]:
         "not_captured": None,  # the latest request that did not capture, and why: {"step", "why"}
         "loads": 0,
         "rejected": 0,
+        "attempt": None,  # torchrun's (TORCHELASTIC_RESTART_COUNT) as its first line and heartbeats name it
     }
 
 
@@ -460,6 +463,9 @@ def _take(info: dict[str, Any], fields: dict[str, str]) -> None:
             info.clear()
             info.update(fresh, _image_since=line_time(fields))
         info["_start_ticks"] = ticks
+        if message.startswith(WATCHING) or HEARTBEAT_RE.match(message):
+            attempt = ATTEMPT_RE.search(message)
+            info["attempt"] = int(attempt["attempt"]) if attempt else None
     # lines of a process reach its log out of order (an event queued behind a later heartbeat): the
     # newest step and time are kept, not the last line's
     if fields["step"] is not None and (info["last_step"] is None or int(fields["step"]) >= info["last_step"]):
@@ -551,6 +557,13 @@ def render(report: dict[str, Any]) -> str:
             lines.append(f"{written} is not read yet: the job's processes are stopped (below)")
         elif any(p["state"] == SILENT for p in processes):
             lines.append(f"{written} is not read yet: the processes that may read it are silent (below)")
+        elif any(p["attempt"] is not None for p in processes):
+            # between a torchrun attempt's end and its restarted workers' first look none runs, and those
+            # take the request (docs/architecture.md, "Dynamic capture")
+            lines.append(
+                f"{written} is not read yet: no process of the job runs now; if torchrun is restarting its "
+                "workers (its processes name torchrun's attempts; --max-restarts), the restarted ones take it"
+            )
         else:
             lines.append(f"{written} was not read: no process of the job runs")
     if (unwritable := report.get("logs_unwritable")) is not None:

@@ -503,10 +503,20 @@ def _note_if_nobody_watches(directory: Path) -> None:
             "after now takes the file as no request (trigger once the job runs)\n"
         )
     elif all(not is_alive(p) for p in processes):
+        # torchrun's workers name their attempt: between a failed attempt's end and the restarted workers'
+        # first look none runs, and those take the request (docs/architecture.md, "Dynamic capture")
+        restart = any(p["attempt"] is not None for p in processes)
         sys.stderr.write(
             f"npuprof trigger: note: no process watches {directory} now (every process its logs know of "
-            "has ended): unless a job on it is starting (its first process takes it), this request is read "
-            "by no one, and a job started later on it takes the file as no request\n"
+            "has ended): unless a job on it is starting (its first process takes it)"
+            + (
+                " or torchrun is restarting its workers (its processes name torchrun's attempts; with "
+                "--max-restarts the restarted workers take it)"
+                if restart
+                else ""
+            )
+            + ", this request is read by no one, and a job started later on it takes the file as no "
+            "request\n"
         )
     elif all(p["state"] == SILENT for p in processes if is_alive(p)):
         silent = [p for p in processes if p["state"] == SILENT]
