@@ -625,34 +625,17 @@ print('trained 10 steps')
 @pytest.fixture(scope="module")
 def crashes_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """One `npuprof run --no-analyse` (skip 1, warm up 1, record 10) of a job that imports torch once and
-    forks two children one after the other, each a training process of its own to npuprof: 'no-thread'
-    (torch's profiler fails in its prepare; the test of it below) then 'raises' (the script raises at step 4,
-    in the capture). The job ends with the exit code of 'raises' when 'no-thread' ended with 0, else with 99
-    and says so. Its result, output directory and each child's pid."""
+    forks two children one after the other (conftest.forked_job), each a training process of its own to
+    npuprof: 'no-thread' (torch's profiler fails in its prepare; the test of it below) then 'raises' (the
+    script raises at step 4, in the capture: exit code 1). The job ends with 1, the exit code of 'raises',
+    when each child ended with its own, else with 99 and says so. Its result, output directory and each
+    child's pid."""
     root = tmp_path_factory.mktemp("crashes")
-    out, pids, script = root / "result", root / "pids.json", root / "crashes.py"
-    script.write_text(
-        "import gc, json, os, sys\n"
-        "import torch, torch._dynamo  # torch.optim's first use imports it: once here, not in each child\n"
-        f"scenarios, pid_of, code_of = {{'no-thread': {NO_THREAD!r}, 'raises': {RAISES!r}}}, {{}}, {{}}\n"
-        "for scenario, source in scenarios.items():\n"
-        "    sys.stdout.flush(); sys.stderr.flush()\n"
-        "    gc.freeze()  # the parent's objects out of the child's collections: see _forked_trainers\n"
-        "    pid = os.fork()\n"
-        "    if pid == 0:\n"
-        "        exec(compile(source, scenario + '.py', 'exec'), dict(globals()))  # 'raises' raises out\n"
-        "        sys.exit(0)\n"
-        "    pid_of[scenario] = pid\n"
-        "    code_of[scenario] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])\n"
-        f"json.dump(pid_of, open({str(pids)!r}, 'w'))\n"
-        "if code_of['no-thread']:\n"
-        "    print(f\"scenario no-thread failed (exit code {code_of['no-thread']})\", file=sys.stderr)\n"
-        "    sys.exit(99)\n"
-        "sys.exit(code_of['raises'])\n"
-    )
-    result = npuprof(
-        "run", "-o", str(out), "--no-analyse", *sched(1, 1, 10), "--", sys.executable, str(script), timeout=90
-    )
+    out = root / "result"
+    scenarios = {"no-thread": "import torch\n" + NO_THREAD, "raises": "import torch\n" + RAISES}
+    job, pids = forked_job(root, scenarios, codes={"raises": 1}, end=1)
+    result = npuprof("run", "-o", str(out), "--no-analyse", *sched(1, 1, 10), "--", *job, timeout=90)
+    assert pids.exists(), result.stderr[-3000:]
     return {"result": result, "out": out, "pids": json.loads(pids.read_text())}
 
 
