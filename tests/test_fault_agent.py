@@ -65,59 +65,22 @@ def _wait_for(predicate, proc: subprocess.Popen[str], what: str, limit_s: float 
         time.sleep(0.05)
 
 
-def _forked_trainers(
-    tmp_path: Path,
-    scenarios: dict[str, list[str]],
-    limit_s: float = 60,
-    env: dict[str, dict[str, str]] | None = None,
-) -> tuple[list[str], Path]:
-    """A job that imports torch once, then runs tests/scripts/trainer.py with each scenario's arguments in a
-    child of its own, forked one after the other: a fresh training process to npuprof (it counts its own
-    steps, records its own captures), which ends as the trainer does (sys.exit: atexit runs), with ``env``'s
-    variables of its scenario set in its environment (RANK, say) before it trains. The pids go to
-    the JSON file given back; a child that fails, or has not ended ``limit_s`` after it began (then killed),
-    makes the job fail naming its scenario."""
-    pids = tmp_path / "forked_pids.json"
-    script = tmp_path / "forked_trainers.py"
-    script.write_text(
-        "import gc, json, os, runpy, signal, sys, time\n"
-        "import torch, torch._dynamo  # torch.optim's first use imports it: once here, not in each child\n"
-        f"trainer, scenarios, pid_of, failed = {str(SCRIPTS / 'trainer.py')!r}, {scenarios!r}, {{}}, []\n"
-        f"env_of = {env or {}!r}\n"
-        "for scenario, args in scenarios.items():\n"
-        "    sys.stdout.flush(); sys.stderr.flush()\n"
-        # the parent's objects (torch's) out of the collector's reach, as npuprof.analysis.forked does: else
-        # the child's collections, its exit's above all, walk them all and so copy every page of the
-        # parent's heap (~0.5 CPU-s a child); its own objects are collected as before
-        "    gc.freeze()\n"
-        "    pid = os.fork()\n"
-        "    if pid == 0:\n"
-        "        os.environ.update(env_of.get(scenario, {}))\n"
-        "        sys.argv = [trainer, *args]\n"
-        "        runpy.run_path(trainer, run_name='__main__')  # ends by sys.exit\n"
-        "        sys.exit(0)\n"
-        "    pid_of[scenario] = pid\n"
-        f"    deadline = time.monotonic() + {limit_s}\n"
-        "    while not (done := os.waitpid(pid, os.WNOHANG))[0] and time.monotonic() < deadline:\n"
-        "        time.sleep(0.05)\n"
-        "    if not done[0]:\n"
-        "        os.kill(pid, signal.SIGKILL); os.waitpid(pid, 0)\n"
-        f"        failed.append(f'{{scenario}} (did not end within {limit_s} s)')\n"
-        "    elif code := os.waitstatus_to_exitcode(done[1]):\n"
-        "        failed.append(f'{scenario} (exit code {code})')\n"
-        f"json.dump(pid_of, open({str(pids)!r}, 'w'))\n"
-        "if failed:\n"
-        "    sys.exit('scenarios failed: ' + ', '.join(failed))\n"
+def _trainer_within(limit_s: int, args: list[str], env: dict[str, str] | None = None) -> str:
+    """A conftest.forked_job scenario: tests/scripts/trainer.py ARGS (conftest.trainer_in_process) with
+    ``env`` set in its environment first (RANK, say), killed by SIGALRM's default action if it has not
+    ended ``limit_s`` after it began (a hang: the job then fails naming it, its exit code -14)."""
+    return (
+        f"import os, signal\nsignal.alarm({limit_s})\nos.environ.update({env or {}!r})\n"
+        + trainer_in_process(*args)
     )
-    return [sys.executable, str(script)], pids
 
 
 # ---- fault 1: --repeat 0 never returned ------------------------------------------------------------
 @pytest.fixture(scope="module")
 def repeat_0_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """One `npuprof run --repeat 0 --skip-first 2 --ranks 0` of a job that imports torch once and forks a
-    trainer of 14 steps for each scenario, one after the other (_forked_trainers; each child a training
-    process of its own to npuprof, ended by the job if it has not within 60 s): rank 0's
+    trainer of 14 steps for each scenario, one after the other (conftest.forked_job; each child a training
+    process of its own to npuprof, killed if it has not ended within 60 s: _trainer_within): rank 0's
     'ends-inside-capture' and 'user-profiler' (the first test below), and 'unselected', rank 1 (the
     second). Its output directory is made first with links planted in it (_plant_links: the test of them
     below): none of the tests of --repeat 0 reads npuprof.log or the pending dir, and its captures are
@@ -129,7 +92,10 @@ def repeat_0_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "user-profiler": ["--steps", "14", "--own-profiler-at", "6", "--marker", str(root / "m")],
         "unselected": ["--steps", "14"],
     }
-    job, pids = _forked_trainers(root, scenarios, env={"unselected": {"RANK": "1"}})
+    env = {"unselected": {"RANK": "1"}}
+    job, pids = forked_job(
+        root, {name: _trainer_within(60, args, env.get(name)) for name, args in scenarios.items()}
+    )
     out = root / "result"
     victim = _plant_links(out, root / "victim")
     result = npuprof(
