@@ -562,6 +562,48 @@ def test_a_capture_planned_beyond_the_jobs_end_is_named_at_the_end(tmp_path: Pat
     ), why
 
 
+def test_a_request_for_other_ranks_only_is_named_at_the_end(tmp_path: Path) -> None:
+    """helper-378: `npuprof trigger DIR --ranks 1` on a job of one process (rank 0 as it has none): status
+    said "not for this process's rank", and the run's end "no capture was asked in DIR/profiler_config.json"
+    (the request asked one, for other ranks)."""
+    from npuprof.reports.run_summary import why_no_capture
+
+    (tmp_path / "log").mkdir()
+    trigger = "20261208-002332-398951-a55a2f"
+    request = f"capture 3 step(s) from the next step on ranks 1 into out (trigger {trigger})"
+    (tmp_path / "log" / "dp_vm_1_rank_-1.log").write_text(
+        "2026-12-08 00:23:30,370 +0000 [INFO] [1] npuprof.dynamic: [step 0] watching it every 2 s\n"
+        f"2026-12-08 00:23:33,411 +0000 [INFO] [1] npuprof.dynamic: [step 122] loaded: {request}\n"
+        "2026-12-08 00:23:33,432 +0000 [INFO] [1] npuprof.dynamic: [step 124] rank 0 is not selected (a "
+        f"process without a rank counts as rank 0; {request}): no capture here\n"
+        "2026-12-08 00:23:35,251 +0000 [INFO] [1] npuprof.dynamic: [step 201] the process ends\n"
+    )
+    config = tmp_path / CONFIG_NAME
+    config.write_text(
+        json.dumps({"start_step": -1, "active": 3, "is_rank": True, "rank_list": [1], "trigger_id": trigger})
+    )
+    os.utime(config, (time.time() - 10**8, time.time() - 10**8))  # read by the job (the log is later)
+    cfg = c.ProfileConfig(dynamic=str(tmp_path))
+    why = why_no_capture(cfg, 3, ["[INFO] [agent pid=1] agent ready in x.py (rank 0)"])
+    assert "no capture was asked" not in why, why
+    assert why.startswith(
+        "the job failed (exit code 3) and the request selects none of the job's processes: rank 0 is not "
+        "selected (a process without a rank counts as rank 0; capture 3 step(s) from the next step on ranks 1"
+    ), why
+    # a process the request selects says what became of it, whichever log is read last
+    for name in ("dp_vm_0_rank_1.log", "dp_vm_9_rank_1.log"):
+        (tmp_path / "log" / name).write_text(
+            "2026-12-08 00:23:33,432 +0000 [INFO] [2] npuprof.dynamic: [step 40] capture planned: steps "
+            f"100000-100002 ({request})\n"
+            "2026-12-08 00:23:35,251 +0000 [INFO] [2] npuprof.dynamic: [step 100] the process ends\n"
+        )
+        said = why_no_capture(cfg, 0, ["[INFO] [agent pid=1] agent ready in x.py (rank 0)"])
+        assert said.startswith(
+            "a capture of steps 100000-100002 was planned, but the job ended at step 100"
+        ), said
+        (tmp_path / "log" / name).unlink()
+
+
 def test_a_process_started_late_takes_a_request_of_the_run_that_no_process_read(tmp_path: Path) -> None:
     """helper-124: `npuprof run --dynamic DIR -- bash -c "sleep 8; python train.py"` triggered at 1.5 s: the
     only Python process began 7 s after the change and dropped it as made before it began; the summary then

@@ -1668,25 +1668,36 @@ NOT_REACHED = "a capture of steps "
 
 def planned_not_reached(directory: Path, pids: Collection[int] | None = None) -> str:
     """What became of the last capture a process's log in ``directory/log`` planned, when none began: the
-    job ended before its first step, or it was cancelled (``npuprof trigger --cancel``); in words, else
-    "". ``pids``: only the logs of these processes."""
-    from npuprof.agent.dynamic_log import ENDED_RE, FILE_NAME, NOT_EFFECTIVE, REPLACED, SKIPPED_RE
+    job ended before its first step, or it was cancelled (``npuprof trigger --cancel``); or the last
+    request was for other ranks (``npuprof trigger DIR --ranks 1`` on a job of one process, which counts as
+    rank 0: "no capture was asked" was said of it); in words, else "". ``pids``: only the logs of these
+    processes."""
+    from npuprof.agent.dynamic_log import (
+        ENDED_RE,
+        FILE_NAME,
+        NOT_EFFECTIVE,
+        NOT_SELECTED_RE,
+        REPLACED,
+        SKIPPED_RE,
+    )
 
-    found = ""
+    found = unselected = ""
     for log in sorted((directory / "log").glob("dp_*.log")):
         named = FILE_NAME.match(log.name)
         if pids is not None and (named is None or int(named["pid"]) not in pids):
             continue
-        planned, cancelled, missed, last_step = "", "", "", None
+        planned, cancelled, missed, elsewhere, last_step = "", "", "", "", None
         for fields in _dynamic_log_fields(log):
             if fields["step"] is not None:
                 last_step = int(fields["step"])
             message = fields["message"]
             if message.startswith("capture planned: steps "):
                 planned = message.removeprefix("capture planned: steps ").split(" ", 1)[0]
-                cancelled = missed = ""
+                cancelled = missed = elsewhere = ""
             elif message.startswith("capture started") or ENDED_RE.match(message):
-                planned = cancelled = missed = ""
+                planned = cancelled = missed = elsewhere = ""
+            elif NOT_SELECTED_RE.match(message):
+                elsewhere = message
             elif message.startswith("the capture planned from step") and " is cancelled" in message:
                 planned, cancelled = "", message
             elif fields["level"] == "WARNING" and (
@@ -1700,7 +1711,9 @@ def planned_not_reached(directory: Path, pids: Collection[int] | None = None) ->
             found = cancelled if REPLACED in cancelled else f"{cancelled} (npuprof trigger --cancel)"
         elif missed:
             found = f"the request was not acted on: {missed}"
-    return found
+        elif elsewhere:  # said only where no process has a reason of its own (its rank was selected)
+            unselected = unselected or f"the request selects none of the job's processes: {elsewhere}"
+    return found or unselected
 
 
 def _dynamic_log_fields(log: Path) -> list[dict[str, Any]]:
