@@ -95,6 +95,45 @@ def test_trigger_says_a_start_step_the_job_is_in_has_passed_and_where(
     assert "--start-step 5 has passed in every running process (their logs are at step 5 " in note(5, {1})
 
 
+def test_trigger_says_a_ranks_request_that_selects_no_running_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """helper-378: `npuprof trigger DIR --ranks 1` on a job of one process (rank 0, as it has none) was
+    written without a word; the process read it and made no capture."""
+    from npuprof.cli import main
+    from npuprof.config import template_json
+
+    def note(job: Path, *ranks: str) -> str:
+        (job / "profiler_config.json").write_text(json.dumps(template_json()))
+        (job / "profiler_config.json").chmod(0o600)
+
+        def leave(code: int) -> None:
+            raise SystemExit(code)
+
+        monkeypatch.setattr(sys, "argv", ["npuprof", "trigger", str(job), *ranks])
+        monkeypatch.setattr(main, "_leave", leave)
+        monkeypatch.setattr(main, "guard_streams", lambda: None)
+        with pytest.raises(SystemExit) as ended:
+            main._main()
+        assert ended.value.code in (0, None)  # the request is written, whatever the note says
+        said = capsys.readouterr().err.split("npuprof trigger: note: ")
+        return " ".join(" ".join(n.split()) for n in said if "selects none" in n)
+
+    alone = _job(tmp_path / "alone", {("node-a", -1): 20})
+    assert note(alone, "--ranks", "1") == (
+        "--ranks 1 selects none of the running process its logs know of (rank(s) 0; a process without a "
+        "rank counts as rank 0): none of them captures; --ranks 0 asks them, no --ranks every rank"
+    )
+    assert note(alone, "--ranks", "0") == "" and note(alone) == ""
+    pair = _job(tmp_path / "pair", {("node-a", 0): 20, ("node-b", 1): 20})
+    assert note(pair, "--ranks", "2-4") == (
+        "--ranks 2-4 selects none of the 2 running processes its logs know of (rank(s) 0-1): none of them "
+        "captures; --ranks 0-1 asks them, no --ranks every rank"
+    )
+    assert note(pair, "--ranks", "1,5") == ""  # rank 1 records
+    assert note(pair, "--ranks", "3", "--cancel") == ""  # a cancel asks for no capture
+
+
 def test_trigger_takes_a_capture_planned_from_the_step_a_process_is_in_as_begun() -> None:
     planned = (
         "capture planned: steps 20-21 (capture 2 step(s) from step 20 on every rank into /o (trigger t))"

@@ -177,6 +177,8 @@ def trigger_command(**params: Any) -> None:
         _note_if_output_missing(Path(prof_dir), directory)
     if not cancel and start_step is not None:
         _note_if_start_step_passed(directory, start_step, cfg.ranks)
+    if not cancel:
+        _note_if_no_process_selected(directory, cfg.ranks)
     if not cancel and active + warmup > LONG_CAPTURE_STEPS:
         steps = (
             f"--warmup {warmup} --active {active}" if warmup else f"--active {active}"
@@ -560,6 +562,34 @@ def _note_if_start_step_passed(directory: Path, start_step: int, ranks: Any = No
         f"npuprof trigger: note: --start-step {start_step} has passed in {which} {kind} {noun} "
         f"(their logs are at step {least} or later): there it is not effective; omit --start-step for the "
         "next step\n"
+    )
+
+
+def _note_if_no_process_selected(directory: Path, ranks: list[int] | None) -> None:
+    """--ranks that selects none of the running processes DIR's logs know of: each reads the request and
+    makes no capture (helper-378: --ranks 1 on a job of one process, which counts as rank 0; only status
+    and the run's end said so). A process that has not begun yet (a late rank) may still be selected: the
+    note says which processes it is about."""
+    from npuprof.agent.dynamic_files import LOG_DIR
+    from npuprof.agent.dynamic_log import RANKLESS
+    from npuprof.cli.status import _processes, is_alive
+    from npuprof.config import ranks_text
+
+    if ranks is None:
+        return
+    try:
+        running = [p for p in _processes(directory / LOG_DIR) if is_alive(p)]
+    except OSError:
+        return
+    if not running or any(_selects(ranks, p) for p in running):
+        return
+    seen = ranks_text([p["rank"] if p["rank"] is not None else 0 for p in running])
+    rankless = f"; {RANKLESS}" if any(p["rank"] is None for p in running) else ""
+    noun = "the running process" if len(running) == 1 else f"the {len(running)} running processes"
+    sys.stderr.write(
+        f"npuprof trigger: note: --ranks {ranks_text(ranks)} selects none of {noun} its logs "
+        f"know of (rank(s) {seen}{rankless}): none of them captures; --ranks {seen} asks them, no --ranks "
+        "every rank\n"
     )
 
 
