@@ -51,6 +51,49 @@ def test_a_job_that_never_stepped_an_optimizer_is_told_how_to_count_its_steps() 
     assert "the schedule needs 9 steps" in why_no_capture(ProfileConfig(), 0, [READY, COUNTED, FOUR_STEPS])
 
 
+def test_a_job_without_an_optimizer_is_told_the_step_on_of_its_own_step_function(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """helper-378: a hand-written update (`w.sub_(lr * w.grad)` in `train_step`) or an optimizer stepped
+    inside a torch.compile'd `opt_step`: the end said "--step-on MODULE:QUALNAME", never the name to give."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "manual.py").write_text(
+        "import torch\n\nclass Trainer:\n    def fit(self): ...\n    def _log(self): ...\n\n"
+        "def train_step(x):\n    ...\n\nif __name__ == '__main__':\n    train_step(1)\n"
+    )
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__main__.py").write_text(
+        "def load(): ...\nasync def serve(): ...\nclass A:\n    def run(self): ...\n"
+    )
+
+    def why(command: str, code: int = 0) -> str:
+        start = f"2026-12-02 07:00:00 [INFO] [launcher pid=6 run=r1] run r1 starts: {command}"
+        return why_no_capture(ProfileConfig(), code, [start, READY, NO_OPTIMIZER])
+
+    told = "(the script's train_step: --step-on __main__:train_step, if each call is one step)"
+    assert f"--step-on MODULE:QUALNAME {told}, or capture by time" in why("python manual.py"), why(
+        "python manual.py"
+    )
+    assert told in why("/venv/bin/python -u manual.py --lr 3", 2)  # failed: told as one of the two causes
+    assert told in why("torchrun --nproc-per-node 2 manual.py")
+    # none named for a step: the functions, the first few, for the user to pick
+    assert (
+        "(the script defines load, serve, A.run: --step-on __main__:NAME of the one called once a step)"
+        in why("python -m pkg")
+    ), why("python -m pkg")
+    # a def under `if __name__ == "__main__":` binds a module-level name too
+    (tmp_path / "guarded.py").write_text(
+        "import torch\n\ndef build(): ...\ndef warmup_steps(): ...\n\nif __name__ == '__main__':\n"
+        "    def one_step(b): ...\n"
+        "    for b in range(3):\n        one_step(b)\n"
+    )
+    assert "(the script's one_step: --step-on __main__:one_step, if each call is one step)" in why(
+        "python guarded.py"
+    ), why("python guarded.py")
+    for unknown in ("python missing.py", "bash run.sh", "python -c 'import torch'"):
+        assert "--step-on MODULE:QUALNAME, or capture by time" in why(unknown), why(unknown)
+
+
 def test_a_job_ended_by_a_signal_before_torch_is_not_sent_to_its_error_output() -> None:
     # `kill -TERM <npuprof>` during a job's set-up: the job died of the SIGTERM npuprof passed on and
     # printed nothing, yet the line sent the user to "its own error output"

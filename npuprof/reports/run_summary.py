@@ -1004,16 +1004,17 @@ def why_no_capture(
     if unended and not counts and not idle.intersection(awake) and not (killed or died_of):
         return f"{failed}{_ended_unsaid(unended)}"
     if not cfg.step_on and not any(m.startswith(OPTIMIZER_COUNTED) for m in messages) and not any(counts):
+        named = _the_scripts_step_functions(lines)
         if exit_code:  # most likely it failed before training (bad arguments): its own error is the news
             return (
                 f"{ended} before any optimizer's step() ran ({what}): if it failed, its own error output "
                 "says why; if it trains without an optimizer, count the returns of your own step function "
-                "with --step-on MODULE:QUALNAME, or capture by time with --delay and --duration"
+                f"with --step-on MODULE:QUALNAME{named}, or capture by time with --delay and --duration"
             )
         return (
             f"{failed}no step was counted: no optimizer's step() ran in the job ({what}; a step inside "
             "torch.compile'd code is not seen); count the returns of your own step function with --step-on "
-            "MODULE:QUALNAME, or capture by time with --delay and --duration"
+            f"MODULE:QUALNAME{named}, or capture by time with --delay and --duration"
         )
     passed = [m for m in messages if m.startswith(WINDOW_UNCOUNTED)]
     if passed:  # its window passed while another optimizer or thread took over counting
@@ -1518,6 +1519,19 @@ def _run_as_its_script(cfg: ProfileConfig, lines: list[str]) -> str:
         if module.endswith(".py") and (word == module or word.endswith(f"/{module}")):
             return f"; --step-on names a file, the one the job runs as its script ({word}), {main}"
     return ""
+
+
+def _the_scripts_step_functions(lines: list[str]) -> str:
+    """The functions of the script the run's command runs (its first start line), as a clause naming the
+    --step-on that counts one of them (npuprof/script_functions.py); "" where the script is not known."""
+    from npuprof.script_functions import defined_functions, script_file, step_on_advice
+
+    command = next((started["command"] for line in lines if (started := _RUN_STARTS.search(line))), None)
+    script = job_script(_shell_words(command)) if command is not None else None
+    if script is None or not script.sure:
+        return ""
+    path = script_file(script, os.getcwd())
+    return step_on_advice(defined_functions(path)) if path is not None else ""
 
 
 def _shell_words(command: str) -> list[str]:
