@@ -52,6 +52,7 @@ _CONTINUED_AFTER = (
     *(() if SIGSTKFLT is None else (SIGSTKFLT,)),
 )
 SAME_CTRL_C_S = 0.2  # SIGINTs closer than this are one Ctrl-C (helper-97: `timeout` passes its own on)
+# and two of another standard signal are one (a wrapper's copy: see counts_as_its_own)
 # Received by the launcher, these end the job; the launcher then dies of the same signal (see death_signal).
 TERMINATING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 # Stops made by a shell's job control (Ctrl-Z, a background job touching the terminal): the launcher mirrors
@@ -749,6 +750,24 @@ def counts_as_ctrl_c(interrupts: list[float]) -> bool:
     return True
 
 
+def counts_as_its_own(signum: int, came: dict[int, float]) -> bool:
+    """Whether ``signum`` (not SIGINT: counts_as_ctrl_c) received now is a signal of its own, not a copy of
+    the last one of its kind (then noted in ``came``, the time each counted). `timeout` sends its signal
+    (SIGTERM, or -s SIG) to the launcher and again to its own process group, the launcher in it: passed on
+    twice, the job's handler ran twice, and one that raises SystemExit (a graceful stop) raised it again
+    inside the job's cleanup, a checkpoint written in its `finally` lost (helper-378: 2 runs of 3); without
+    npuprof the two reach the job at once and the kernel merges them, as it merges any standard signal
+    pending twice. Real-time signals are queued, each its own: always passed on."""
+    if signal.SIGRTMIN <= signum <= signal.SIGRTMAX:
+        return True
+    now = time.monotonic()
+    last = came.get(signum)
+    if last is not None and now - last <= SAME_CTRL_C_S:
+        return False
+    came[signum] = now
+    return True
+
+
 @dataclasses.dataclass
 class _Forwarding:
     """What _forward_signals yields."""
@@ -781,6 +800,7 @@ def _forward_signals(
     interrupts = [] if interrupts is None else interrupts
     first_came = {} if first_came is None else first_came
     killing: list[bool] = []  # non-empty while the handler kills the run's processes
+    counted: dict[int, float] = {}  # each signal's (not SIGINT's) last time it counted (counts_as_its_own)
     held: list[tuple[int, int]] = []  # (signal, its Ctrl-C number) received before the job was started
 
     def forward(signum: int, frame: object) -> None:
@@ -791,6 +811,8 @@ def _forward_signals(
         # passed on to the job)
         if signum == signal.SIGINT and not counts_as_ctrl_c(interrupts):
             return
+        if signum != signal.SIGINT and not counts_as_its_own(signum, counted):
+            return  # the same signal again, from a wrapper: passed on once (the copy is not received)
         received.append(signum)
         first_came.setdefault(signum, time.monotonic())
         if not pgid_holder:

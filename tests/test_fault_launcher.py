@@ -1524,6 +1524,51 @@ def test_one_ctrl_c_received_twice_reaches_the_job_once(monkeypatch: pytest.Monk
         _kill_quietly(job.pid, group=True)
 
 
+def test_one_sigterm_received_twice_reaches_the_job_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """helper-378: `timeout 8 npuprof run -- python train.py` sends SIGTERM to the launcher and again to its
+    own process group, the launcher in it: both were passed on, and the job's handler (sys.exit on SIGTERM)
+    ran again inside its `finally`, whose checkpoint was lost (2 runs of 3; none without npuprof, where the
+    kernel merges the two). Passed on once; a real-time signal, queued by the kernel, each time."""
+    from npuprof import launch
+
+    monkeypatch.setattr(launch, "SAME_CTRL_C_S", 60.0)  # the same signal, however slow this machine
+    counter = (
+        "import signal, sys, time\n"
+        "n = {}\n"
+        "def count(signum, _):\n"
+        "    n[signum] = n.get(signum, 0) + 1\n"
+        "    print('got', signum, n[signum], flush=True)\n"
+        "def report(*_):\n"
+        "    print(n[signal.SIGTERM], n[signal.SIGRTMIN], flush=True)\n"
+        "    sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, count)\n"
+        "signal.signal(signal.SIGRTMIN, count)\n"
+        "signal.signal(signal.SIGUSR1, report)\n"
+        "print('ready', flush=True)\n"
+        "while True:\n"
+        "    time.sleep(1)\n"
+    )
+    job = subprocess.Popen([sys.executable, "-c", counter], stdout=subprocess.PIPE, text=True,
+                           start_new_session=True)  # fmt: skip
+    term, rt = int(signal.SIGTERM), int(signal.SIGRTMIN)
+    try:
+        assert job.stdout is not None and job.stdout.readline() == "ready\n"
+        with launch._forward_signals([job.pid]) as forwarding:
+            handler = signal.getsignal(signal.SIGTERM)
+            handler(signal.SIGTERM, None)  # type: ignore[operator]
+            assert job.stdout.readline() == f"got {term} 1\n"  # its handler has run: a copy would count
+            handler(signal.SIGTERM, None)  # type: ignore[operator]  # timeout's second copy
+            for n in (1, 2):
+                handler(signal.SIGRTMIN, None)  # type: ignore[operator]
+                assert job.stdout.readline() == f"got {rt} {n}\n"
+        os.kill(job.pid, signal.SIGUSR1)
+        assert job.wait(timeout=10) == 0
+        assert job.stdout.read() == "1 2\n"
+        assert forwarding.received == [signal.SIGTERM, signal.SIGRTMIN, signal.SIGRTMIN]
+    finally:
+        _kill_quietly(job.pid, group=True)
+
+
 def test_a_second_ctrl_c_after_the_job_was_reaped_kills_nothing_and_says_nothing(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
