@@ -232,7 +232,7 @@ class CaptureController:
             self._decide_inside_a_step()
 
     def on_boundary(self) -> None:
-        if get_ident() != self.driver and not self._claim():
+        if get_ident() != self.driver and not self._claim(get_ident()):
             return
         self.step += 1
         if self.step >= self.next_check:
@@ -240,7 +240,7 @@ class CaptureController:
 
     def on_boundary_of(self, thread: int) -> None:
         """``on_boundary`` for a caller that knows its thread's id already (one call less per step)."""
-        if thread != self.driver and not self._claim():
+        if thread != self.driver and not self._claim(thread):
             return
         self.step += 1
         if self.step >= self.next_check:
@@ -385,17 +385,19 @@ class CaptureController:
                 )
         return self._loader_worker
 
-    def _claim(self) -> bool:
+    def _claim(self, thread: int) -> bool:
         """A boundary from a thread that does not drive: it becomes the driver when there is none (the
         first boundary, or the driver has ended) or when it takes over (``foreign_boundary``); otherwise
-        it is ignored."""
+        it is ignored. A driver that is ``thread`` already counts this boundary: the window's signal
+        handler, run since the caller looked, opened a capture and claimed the thread (the job's first
+        boundary was dropped as another thread's, every step then counted one behind the job's)."""
         if self.driver is not None:
-            return self.foreign_boundary()
+            return self.driver == thread or self.foreign_boundary()
         if not self._lock.acquire(blocking=False):
             return False
         try:
             if self.driver is not None:
-                return False
+                return self.driver == thread
             self._claim_for(get_ident())
             return True
         finally:

@@ -1,0 +1,73 @@
+"""Signal handlers that run between two bytecodes of the step path (docs/architecture.md, "Time windows",
+"Signals"): the window's timer wakes the main thread with a signal whose handler calls
+``CaptureController.tick()``, and SIGTERM's handler finishes the capture (``finish_on_sigterm``), at any
+instruction of the function the main thread is in. An opcode-level trace (``sys.settrace`` with
+``f_trace_opcodes``) runs the handler's action at each offset of the function in turn, in-process, with
+test_controller_units' rig (torch's own profiler and schedule); what must hold is read from torch (its
+``step_num``, the ProfilerStep ranges it entered) and from the job's own count of its boundaries, never
+from npuprof's conclusions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dis
+import sys
+import types
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from test_controller_units import Rig, Timed
+
+from npuprof.agent.controller import CaptureController
+
+
+def offsets(function: Callable[..., Any]) -> list[int]:
+    return [instruction.offset for instruction in dis.get_instructions(function)]
+
+
+@contextlib.contextmanager
+def handler_at(function: Callable[..., Any], offset: int, handler: Callable[[], None]) -> Iterator[list[int]]:
+    """Run ``handler`` once, before the instruction at ``offset`` of ``function``'s first call in the block
+    (as a signal handler would run there); the list says whether it ran."""
+    code = function.__code__
+    ran: list[int] = []
+
+    def trace(frame: types.FrameType, event: str, arg: Any) -> Any:
+        if event == "call":
+            if frame.f_code is not code or ran:
+                return None
+            frame.f_trace_opcodes = True
+            frame.f_trace_lines = False
+            return trace
+        if event == "opcode" and frame.f_lasti == offset and not ran:
+            ran.append(offset)
+            handler()
+        return None
+
+    sys.settrace(trace)
+    try:
+        yield ran
+    finally:
+        sys.settrace(None)
+
+
+def test_a_window_the_timer_opens_as_the_first_boundary_claims_the_thread_counts_that_boundary() -> None:
+    """The window opened in step 0 (no boundary yet, so no thread drives): its signal handler ran as the
+    job's first boundary began, after on_boundary had seen no driver, and the capture it opened claimed the
+    main thread; _claim then took that boundary for another thread's and dropped it ("step boundaries from
+    thread MainThread are ignored: thread MainThread drives"), every later step counted one behind the
+    job's, torch's numbers with them."""
+    for function in (CaptureController.on_boundary, CaptureController._claim):
+        for offset in offsets(function):
+            plan = Timed()
+            rig = Rig(plan)  # armed by the optimizer's making: step 0 runs, no driver yet
+            plan.open = True
+            rig.c.replan()  # as the window's timer does, then it kicks the main thread
+            with handler_at(function, offset, rig.c.tick) as ran:
+                rig.run(1)
+            rig.run(2)
+            where = (function.__name__, offset, ran)
+            prof = rig.backend.created[0][1]
+            assert rig.c.step == prof.step_num == 3, (where, rig.c.step, prof.step_num)
+            assert not [line for line in rig.log.lines if "are ignored" in line[-1]], (where, rig.log.lines)
