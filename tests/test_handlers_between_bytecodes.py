@@ -17,7 +17,8 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from test_controller_units import Rig, Timed
+import pytest
+from test_controller_units import RangesOpened, Rig, Timed
 
 from npuprof.agent.controller import CaptureController
 
@@ -71,3 +72,35 @@ def test_a_window_the_timer_opens_as_the_first_boundary_claims_the_thread_counts
             prof = rig.backend.created[0][1]
             assert rig.c.step == prof.step_num == 3, (where, rig.c.step, prof.step_num)
             assert not [line for line in rig.log.lines if "are ignored" in line[-1]], (where, rig.log.lines)
+
+
+def test_a_window_the_timer_closes_between_a_boundarys_count_and_its_decision_ends_at_that_boundary(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The window's end came as step 5's boundary began: its signal handler ran after on_boundary counted
+    step 5 and before the decision (at _decide's entry, say), and closed the window "inside step 5 (no step
+    boundary came within the wait for one); step 5 is partial", a step whose range torch never opened: the
+    trace ends with step 4, whole. Wherever the handler runs, the capture's last step is the last range
+    torch entered."""
+    ranges = RangesOpened(monkeypatch)
+    for function in (CaptureController.on_boundary, CaptureController._decide):
+        for offset in offsets(function):
+            plan = Timed()
+            rig = Rig(plan)
+            rig.run(2)
+            plan.open = True
+            rig.c.tick()  # opened inside step 2
+            rig.run(2)
+            plan.open = False
+            rig.c.replan()  # the window's end: the timer replans, then kicks the main thread
+            with handler_at(function, offset, rig.c.tick) as ran:
+                rig.run(1)
+            (finish,) = [event for event in rig.sink.events if event[0] == "finish"]
+            assert finish[1] == ranges.entered[-1] == 4, (
+                function.__name__,
+                offset,
+                ran,
+                finish,
+                ranges.entered,
+            )
+            assert rig.c.prof is None and rig.c.step == 5

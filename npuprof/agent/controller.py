@@ -666,6 +666,12 @@ class CaptureController:
             if wanted is Action.NONE:
                 if self._no_steps:  # a job without steps: the window is the capture
                     reason = self.plan.late_by() if hasattr(self.plan, "late_by") else ""
+                elif self._range_opened < self.step:
+                    # A boundary counted this step and its decision has not run (the handler ran between
+                    # them): the window ends at that boundary, its last step the one before, whole, as the
+                    # decision would end it; "ended inside step N" named a step the trace has no range of.
+                    self._finish_early("", last=self.step - 1)
+                    return
                 elif self.step == 0:  # no boundary yet: the job has shown no step to wait for
                     reason = (
                         "the time window ended inside step 0, before the job's first step boundary "
