@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from test_controller_units import RangesOpened, Rig, Timed
+from test_controller_units import RangesOpened, Rig, Timed, TorchPlan
 
 from npuprof.agent.controller import CaptureController
 
@@ -104,3 +104,71 @@ def test_a_window_the_timer_closes_between_a_boundarys_count_and_its_decision_en
                 ranges.entered,
             )
             assert rig.c.prof is None and rig.c.step == 5
+
+
+class Died(BaseException):
+    """The process dies of SIGTERM as its handler ends (npuprof's handler kills it): nothing after runs."""
+
+
+class SigtermHolds:
+    """SigtermGuard's holds as the controller uses them (signals.export_hold finds the guard installed): a
+    SIGTERM that comes inside one has its handler run as the outermost ends (SigtermGuard.export_hold)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, rig: Rig) -> None:
+        from npuprof.agent import signals
+
+        monkeypatch.setattr(signals, "_current", self)
+        self.rig = rig
+        self.depth = 0
+        self.held = False
+        self.events_at_death: list[tuple[Any, ...]] = []
+
+    @contextlib.contextmanager
+    def export_hold(self, limit_s: float = 0.0, holding: str = "") -> Iterator[None]:
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
+            if not self.depth and self.held:
+                self.held = False
+                self.handler()
+
+    def sigterm(self) -> None:
+        if self.depth:
+            self.held = True
+        else:
+            self.handler()
+
+    def handler(self) -> None:
+        self.rig.c.finish_on_sigterm()
+        self.events_at_death = list(self.rig.sink.events)
+        raise Died
+
+
+def test_a_sigterm_as_torch_opens_a_recorded_steps_range_records_the_steps_the_trace_holds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A SIGTERM whose handler ran at step 4's boundary after torch's step() had opened step 4's range, and
+    before the controller stored that it had: the record said the capture ended with step 3, whole, of a
+    trace holding ProfilerStep#4 (cut: its length the handler's, a step analyse took for whole). Wherever
+    the handler runs in the boundary's stepping of the profiler, the capture's last step is the last range
+    torch entered, partial exactly when that is the step in flight."""
+    ranges = RangesOpened(monkeypatch)
+    function = CaptureController._step_profiler
+    lasts = set()
+    for offset in offsets(function):
+        rig = Rig(TorchPlan(skip_first=2, wait=0, warmup=0, active=5, repeat=1))  # steps 2-6 recorded
+        holds = SigtermHolds(monkeypatch, rig)
+        rig.run(3)  # step 3 in flight
+        with contextlib.suppress(Died), handler_at(function, offset, holds.sigterm) as ran:
+            rig.run(1)
+        if not ran:  # an instruction this boundary does not run
+            continue
+        where = (offset, holds.events_at_death, ranges.entered[-3:])
+        assert holds.events_at_death[0] == ("begin", 2), where
+        (finish,) = holds.events_at_death[1:]
+        assert finish[1] == ranges.entered[-1] and finish[2] == "stopped by SIGTERM", where
+        assert rig.sink.partials == [finish[1] == 4], (where, rig.sink.partials)
+        lasts.add(finish[1])
+    assert lasts == {3, 4}  # handled before torch's step(), and after it

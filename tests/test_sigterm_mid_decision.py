@@ -98,10 +98,11 @@ print("lived on", file=sys.stderr)
 @pytest.mark.parametrize(
     ("on", "kept", "when"),
     [
-        # the handler, on the main thread, stops the profiler itself mid-decision (the lock is re-entrant),
-        # inside the profiler's step() at step 3's boundary, before it opened step 3's range (torch opens it
-        # as its step() ends): step 2, whole, is the capture's last, as in the trace ("3" said step 3 too)
-        ("main", "2", "inside the decision"),
+        # the handler, on the main thread, waits for the profiler's step() at step 3's boundary (held, as
+        # an export is: run inside it, then before the controller stored that step 3's range was open, it
+        # said step 2 was the last of a trace holding step 3's range), then stops the profiler itself
+        # mid-decision (the lock is re-entrant): step 3, its range opened as step() ended, is the last
+        ("main", "3", ""),
         # the decision holds the lock 0.6 s, past the 0.1 s the handler gave it (2 s in a job): the capture
         # is finished as it ends, its steps 1 and 2 whole, step 3 only begun
         ("thread", "2", ""),

@@ -18,6 +18,7 @@ to take a boundary drives from then on.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -45,6 +46,7 @@ from npuprof.agent.signals import (
     HANDLER_LIMIT_S,
     PROFILER_START,
     SIGTERM_LIMIT_S,
+    TRACE_EXPORT,
     decision_begins,
     decision_ends,
     export_hold,
@@ -839,9 +841,15 @@ class CaptureController:
             self._ending_since = time.perf_counter()
         starts = wanted.recording and previous is not Action.RECORD
         hook = self._hooks.before_start(starts and self.cfg.with_stack)
-        # torch runs the transitions, on_trace_ready included
-        self._profiler_call(self.prof.step, recording=previous.recording)
-        self._range_opened = step
+        # torch runs the transitions, on_trace_ready included. On the main thread, whose SIGTERM handler
+        # finishes the capture there and then, a SIGTERM waits for the store that says this step's range is
+        # open (the finish reads it: _last_in_the_trace), as one in the export does: run between the two, it
+        # recorded the capture as ending with the step before, whole, of a trace that holds this step's
+        # range (docs/architecture.md, "Signals"). Another thread is asked to finish at its next boundary.
+        main = threading.current_thread() is threading.main_thread()
+        with export_hold(_holding(previous)) if main else contextlib.nullcontext():
+            self._profiler_call(self.prof.step, recording=previous.recording)
+            self._range_opened = step
         self.action = wanted
         if starts:
             self._hooks.started(hook, self.cfg.with_stack)
@@ -1672,6 +1680,12 @@ def _inside_backward() -> bool:
 def _profiler_already_enabled() -> bool:
     autograd_profiler = sys.modules.get("torch.autograd.profiler")
     return bool(getattr(autograd_profiler, "_is_profiler_enabled", False))
+
+
+def _holding(previous: Action) -> str:
+    """What a profiler's step() after ``previous`` does, as a SIGTERM held past the limit names it: the step
+    that ends a warm-up starts the recording, any other may export a trace (as entry's holds say)."""
+    return PROFILER_START if previous is Action.WARMUP else TRACE_EXPORT
 
 
 def _rank_said(rank: int | None) -> str:
