@@ -112,7 +112,8 @@ class Died(BaseException):
 
 class SigtermHolds:
     """SigtermGuard's holds as the controller uses them (signals.export_hold finds the guard installed): a
-    SIGTERM that comes inside one has its handler run as the outermost ends (SigtermGuard.export_hold)."""
+    SIGTERM that comes inside one has its handler run as the outermost ends, or, where a trace was written
+    in it, only the hand-over and the death (SigtermGuard.export_hold, _deliver_held)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, rig: Rig) -> None:
         from npuprof.agent import signals
@@ -126,13 +127,23 @@ class SigtermHolds:
     @contextlib.contextmanager
     def export_hold(self, limit_s: float = 0.0, holding: str = "") -> Iterator[None]:
         self.depth += 1
+        written = self.written()
         try:
             yield
         finally:
             self.depth -= 1
             if not self.depth and self.held:
                 self.held = False
+                if self.written() > written:
+                    self.die()
                 self.handler()
+
+    def written(self) -> int:
+        return sum(1 for event in self.rig.sink.events if event[0] == "finish")
+
+    def die(self) -> None:
+        self.events_at_death = list(self.rig.sink.events)
+        raise Died
 
     def sigterm(self) -> None:
         if self.depth:
@@ -142,8 +153,7 @@ class SigtermHolds:
 
     def handler(self) -> None:
         self.rig.c.finish_on_sigterm()
-        self.events_at_death = list(self.rig.sink.events)
-        raise Died
+        self.die()
 
 
 def test_a_sigterm_as_torch_opens_a_recorded_steps_range_records_the_steps_the_trace_holds(
@@ -172,3 +182,34 @@ def test_a_sigterm_as_torch_opens_a_recorded_steps_range_records_the_steps_the_t
         assert rig.sink.partials == [finish[1] == 4], (where, rig.sink.partials)
         lasts.add(finish[1])
     assert lasts == {3, 4}  # handled before torch's step(), and after it
+
+
+def test_a_sigterm_as_the_next_capture_begins_at_the_boundary_that_saves_one_writes_each_capture_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Captures back to back (--wait 0 --warmup 0): at step 3's boundary torch's step() saves steps 1-2 and
+    starts the next cycle's recording, whose files the controller begins after it. A SIGTERM whose handler
+    ran between the two finished that cycle into the capture just saved: its steps again, this cycle's trace
+    ("the trace of steps 1-2 was not written" said on the torch backend, a second capture of steps 1-2 on
+    torch_npu's). Wherever the handler runs, each capture begun is finished once, none that was not."""
+    for function in (CaptureController._step_profiler, CaptureController._note_capture_start):
+        outcomes = set()
+        for offset in offsets(function):
+            rig = Rig(TorchPlan(skip_first=1, wait=0, warmup=0, active=2, repeat=0))  # 1-2, 3-4, ...
+            holds = SigtermHolds(monkeypatch, rig)
+            rig.run(2)  # step 2, the capture's last, in flight
+            with contextlib.suppress(Died), handler_at(function, offset, holds.sigterm) as ran:
+                rig.run(1)
+            if not ran:
+                continue
+            kinds = [event[0] for event in holds.events_at_death]
+            assert kinds in (["begin", "finish"], ["begin", "finish", "begin", "finish"]), (
+                function.__name__,
+                offset,
+                holds.events_at_death,
+            )
+            outcomes.add(len(kinds))
+            began = [step for kind, step, _ in rig.plan.heard if kind == "began"]
+            ended = [detail.split(" ")[0] for kind, _, detail in rig.plan.heard if kind == "ended"]
+            assert [first for first, _ in (span.split("-") for span in ended)] == [str(s) for s in began]
+        assert outcomes == {2, 4}, (function.__name__, outcomes)  # the next capture not begun, and begun

@@ -42,6 +42,7 @@ from npuprof.agent.log import AgentLog, raised_by_a_signal_handler, report_failu
 from npuprof.agent.profile_hook import ProfileHookWatch
 from npuprof.agent.schedule import Action, CapturePlan
 from npuprof.agent.signals import (
+    CAPTURE_FILES,
     HAND_OVER_S,
     HANDLER_LIMIT_S,
     PROFILER_START,
@@ -193,6 +194,9 @@ class CaptureController:
         self.steps_elsewhere: str | None = None  # steps taken on this thread while ours armed on another
         self.driving_threads = 0  # threads other than the main one that took the steps over, in turn
         self._capture_first = 0  # the first recorded step of the capture in flight
+        # the sink began the capture in flight (its files): torch's step() that saves a capture starts the
+        # next cycle's profiler before the controller begins its files (_step_profiler)
+        self._capture_begun = False
         # Iterations that passed uncounted while a profiler of ours ran (steps_missed), and why: added to
         # the step number once it stops (_count_missed_while_recording).
         self._missed_while_recording = (0, "")
@@ -1066,10 +1070,14 @@ class CaptureController:
             return True
         assert self.sink is not None
         try:
-            self.sink.begin(step, self.cfg)
-            self._capture_first = step
-            self._capture_notes, self._notes_for_next = self._notes_for_next, []
-            self._tell_plan("began", step, str(getattr(self.sink, "rank_dir", None) or self.cfg.output))
+            # A SIGTERM's finish comes once the capture is begun, its files and the controller's account of
+            # them (_on_trace_ready finishes only a capture begun: see there), its plan told.
+            with export_hold(CAPTURE_FILES):
+                self.sink.begin(step, self.cfg)
+                self._capture_begun = True
+                self._capture_first = step
+                self._capture_notes, self._notes_for_next = self._notes_for_next, []
+                self._tell_plan("began", step, str(getattr(self.sink, "rank_dir", None) or self.cfg.output))
             if started:
                 self._tell_new_cycle()
             return True
@@ -1121,11 +1129,16 @@ class CaptureController:
         self._hooks.stopped()
         if self._discarding:
             return
+        begun, self._capture_begun = self._capture_begun, False
         last = self._stop_last if self._stopping else self.step - 1
         detail = "; ".join(filter(None, [self._stop_detail if self._stopping else "", *self._capture_notes]))
         self._capture_notes = []
         status = self._stop_status if self._stopping else "complete"
-        if self.sink is not None:
+        # Not begun: a SIGTERM's handler stopped the cycle torch's step() had just started, after it saved
+        # the capture before and before this boundary began the new one's files: finished here, it wrote the
+        # capture before again (its steps, this cycle's trace; "the trace of steps 1-2 was not written" on
+        # the torch backend, a second record of them on torch_npu's). It recorded nothing: it is dropped.
+        if self.sink is not None and begun:
             first = self._capture_first
             where = getattr(self.sink, "rank_dir", None) or self.cfg.output
             # a window in a job without steps holds none: its record says so, not "step 0"
@@ -1218,6 +1231,7 @@ class CaptureController:
                 except Exception:
                     pass
             self._tell_profiling(False)
+        self._capture_begun = False
         if self.sink is not None:
             self.sink.abandon(detail)
 
@@ -1413,6 +1427,7 @@ class CaptureController:
         self._skip_sink = None
         self._skipped_without_backend = set()
         self.action = Action.NONE
+        self._capture_begun = False
         self.step = 0
         self._missed_while_recording = (0, "")
         self.next_check = 0
