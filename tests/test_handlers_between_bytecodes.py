@@ -213,3 +213,33 @@ def test_a_sigterm_as_the_next_capture_begins_at_the_boundary_that_saves_one_wri
             ended = [detail.split(" ")[0] for kind, _, detail in rig.plan.heard if kind == "ended"]
             assert [first for first, _ in (span.split("-") for span in ended)] == [str(s) for s in began]
         assert outcomes == {2, 4}, (function.__name__, outcomes)  # the next capture not begun, and begun
+
+
+def test_a_sigterm_as_a_window_opens_never_stops_a_profiler_torch_has_not_started(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With SIGTERM's handler installed before the window (--dynamic's session, a memory snapshot's copy
+    still running), a SIGTERM whose handler ran as the profiler had just been made, before the hold that
+    waits for torch's start began: it stopped a profiler torch had not started (torch raises there: "could
+    not finalise the capture" logged as npuprof's failure, the record of a capture never begun written).
+    Wherever the handler runs in the opening, torch's stop comes only after its start, and each capture
+    begun is finished once."""
+    function = CaptureController._open
+    outcomes = set()
+    for offset in offsets(function):
+        plan = Timed()
+        rig = Rig(plan)
+        holds = SigtermHolds(monkeypatch, rig)
+        rig.run(1)
+        plan.open = True
+        rig.c.replan()  # the window opens at the next boundary
+        with contextlib.suppress(Died), handler_at(function, offset, holds.sigterm) as ran:
+            rig.run(1)
+        if not ran:
+            continue
+        calls = [call for call, _ in rig.backend.trace]
+        where = (offset, rig.backend.trace, holds.events_at_death)
+        assert calls in ([], ["prepare", "start", "stop"]), where
+        assert [event[0] for event in holds.events_at_death] == (["begin", "finish"] if calls else []), where
+        outcomes.add(len(calls))
+    assert outcomes == {0, 3}  # handled before the profiler's making, and once torch started it

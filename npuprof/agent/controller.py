@@ -997,16 +997,17 @@ class CaptureController:
         self._report_ignored_flags()
         if self.driver is None:  # armed on this thread, before any boundary: the profiler is this thread's
             self._claim_for(get_ident())
-        try:
-            self.prof = self.backend.create_profiler(self.cfg, self.plan.action_at, self._on_trace_ready)
-        except CaptureRefused as exc:
-            self._windows_skipped_for(step, exc, forever=True)
-            return False
-        # A SIGTERM from here to the end of torch's start waits for it, as for an export: its handler's stop
-        # of a profiler made and not started raised ("Profiler must be initialized"), said at the run's end
-        # as npuprof's agent failing. The outer hold is --dynamic's (its handler is installed already), the
-        # inner one the handler's that _tell_profiling installs (docs/architecture.md, "Signals").
+        # A SIGTERM from the profiler's making to the end of torch's start waits for it, as for an export:
+        # its handler's stop of a profiler made and not started raised ("Profiler must be initialized"),
+        # said at the run's end as npuprof's agent failing. The outer hold is --dynamic's (its handler is
+        # installed already; or kept for a memory snapshot's copy), the inner one the handler's that
+        # _tell_profiling installs (docs/architecture.md, "Signals").
         with export_hold(PROFILER_START):
+            try:
+                self.prof = self.backend.create_profiler(self.cfg, self.plan.action_at, self._on_trace_ready)
+            except CaptureRefused as exc:
+                self._windows_skipped_for(step, exc, forever=True)
+                return False
             if not self._before_start(step, wanted):
                 return False
             self._tell_profiling(True)
