@@ -243,3 +243,32 @@ def test_a_sigterm_as_a_window_opens_never_stops_a_profiler_torch_has_not_starte
         assert [event[0] for event in holds.events_at_death] == (["begin", "finish"] if calls else []), where
         outcomes.add(len(calls))
     assert outcomes == {0, 3}  # handled before the profiler's making, and once torch started it
+
+
+def test_a_sigterm_handled_as_a_windows_capture_stops_finds_it_written(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The window's end, inside step 3 (the timer's tick): a SIGTERM whose handler ran in the stop after it
+    had begun (_stopping set) and before torch's stop(), held, found the capture being stopped by this very
+    thread, left it to that stop, and the process died of SIGTERM as the handler ended: the capture was
+    lost, "capturing". Wherever the handler runs in the stop, the capture is written, once, before the
+    process dies."""
+    function = CaptureController._stop_now
+    written = set()
+    for offset in offsets(function):
+        plan = Timed()
+        rig = Rig(plan)
+        holds = SigtermHolds(monkeypatch, rig)
+        rig.run(2)
+        plan.open = True
+        rig.c.tick()  # the window opens inside step 2
+        rig.run(1)
+        plan.open = False  # its end: the next tick closes it, inside step 3
+        with contextlib.suppress(Died), handler_at(function, offset, holds.sigterm) as ran:
+            rig.c.tick()
+        if not ran:
+            continue
+        kinds = [event[0] for event in holds.events_at_death]
+        assert kinds == ["begin", "finish"], (offset, holds.events_at_death)
+        written.add(holds.events_at_death[1][1])
+    assert written == {3}

@@ -1366,8 +1366,11 @@ class CaptureController:
     def _finish_early(self, reason: str, status: str = "complete", last: int | None = None) -> None:
         """Stop the profiler now; ``last``: the capture's last step (default: the one in flight). An
         empty ``reason``: the capture ended where its plan said (a time window). A Ctrl-C meanwhile waits
-        for the end (the events torch collects now are the capture's)."""
-        with sigint_held_back():
+        for the end (the events torch collects now are the capture's); so does a SIGTERM, from the stop's
+        first instruction: torch's stop() alone was held, and a handler run before it found this thread's
+        stop under way, left the capture to it, and the process died of SIGTERM with the capture unwritten
+        (docs/architecture.md, "Signals")."""
+        with sigint_held_back(), export_hold(TRACE_EXPORT):
             self._stop_now(reason, status, last)
 
     def _stop_now(self, reason: str, status: str, last: int | None) -> None:
