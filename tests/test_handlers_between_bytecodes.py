@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import dis
+import functools
+import signal
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -272,3 +274,48 @@ def test_a_sigterm_handled_as_a_windows_capture_stops_finds_it_written(
         assert kinds == ["begin", "finish"], (offset, holds.events_at_death)
         written.add(holds.events_at_death[1][1])
     assert written == {3}
+
+
+class Timeout(Exception):
+    """What the script's own signal handler raises (its request timeout; sys.exit is alike)."""
+
+
+def _raises(signum: int, frame: Any) -> None:
+    raise Timeout("request timed out")
+
+
+def test_the_scripts_handler_that_raises_in_a_windows_stop_leaves_the_capture_written(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The script's own handler that raises (a timeout of its own; sys.exit on a second SIGTERM as the
+    process finalises) ran in the controller's stop of a capture before torch's stop(), the only part that
+    deferred it: its exception left the stop with the capture unwritten ("capturing") and torch's profiler
+    enabled (at the interpreter's end, SIGSEGV). Wherever it runs in the stop, the capture is written and
+    the profiler stopped, and what it raised reaches the script once the decision ends."""
+    function = CaptureController._stop_now
+    previous = signal.signal(signal.SIGUSR1, _raises)
+    try:
+        for offset in offsets(function):
+            plan = Timed()
+            rig = Rig(plan)
+            rig.run(2)
+            plan.open = True
+            rig.c.tick()  # the window opens inside step 2
+            rig.run(1)
+            plan.open = False  # its end: the next tick closes it, inside step 3
+            reached = False
+            comes = functools.partial(signal.raise_signal, signal.SIGUSR1)
+            try:
+                with handler_at(function, offset, comes) as ran:
+                    rig.c.tick()
+            except Timeout:
+                reached = True
+            if not ran:
+                continue
+            where = (offset, rig.sink.events, rig.backend.trace)
+            assert reached, where
+            assert [event[:2] for event in rig.sink.events] == [("begin", 2), ("finish", 3)], where
+            assert [call for call, _ in rig.backend.trace] == ["prepare", "start", "stop"], where
+            assert rig.c.prof is None and rig.profiling == [True, False] and not rig.c.inside_a_decision()
+    finally:
+        signal.signal(signal.SIGUSR1, previous)

@@ -51,6 +51,7 @@ from npuprof.agent.signals import (
     decision_begins,
     decision_ends,
     export_hold,
+    script_handlers_deferred,
     sigint_held_back,
 )
 from npuprof.config import ProfileConfig
@@ -1369,8 +1370,10 @@ class CaptureController:
         for the end (the events torch collects now are the capture's); so does a SIGTERM, from the stop's
         first instruction: torch's stop() alone was held, and a handler run before it found this thread's
         stop under way, left the capture to it, and the process died of SIGTERM with the capture unwritten
-        (docs/architecture.md, "Signals")."""
-        with sigint_held_back(), export_hold(TRACE_EXPORT):
+        (docs/architecture.md, "Signals"). So do the script's own handlers, run once the decision this is
+        in ends (signals.decision_ends): one that raised before torch's stop() (sys.exit on a second
+        SIGTERM as the process finalised) lost the capture and left torch's profiler enabled."""
+        with sigint_held_back(), export_hold(TRACE_EXPORT), script_handlers_deferred():
             self._stop_now(reason, status, last)
 
     def _stop_now(self, reason: str, status: str, last: int | None) -> None:
