@@ -319,3 +319,49 @@ def test_the_scripts_handler_that_raises_in_a_windows_stop_leaves_the_capture_wr
             assert rig.c.prof is None and rig.profiling == [True, False] and not rig.c.inside_a_decision()
     finally:
         signal.signal(signal.SIGUSR1, previous)
+
+
+def test_the_scripts_handler_that_raises_as_a_window_opens_leaves_no_profiler_unstarted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The script's own handler that raises ran as a window opened, after the profiler was made and before
+    torch started it (the capture's first files, the log line): its exception left a profiler never started
+    as the capture in flight, and the exit's stop of it failed in torch ("could not finalise the capture",
+    the record of a capture that recorded nothing). Wherever it runs in the opening, torch's stop comes
+    only after its start, and what the handler raised reaches the script once the decision ends."""
+    from npuprof.agent import log as log_module
+    from npuprof.agent.signals import decision_begins, decision_ends
+
+    previous = signal.signal(signal.SIGUSR1, _raises)
+    try:
+        for function in (CaptureController._open, CaptureController._before_start, CaptureController._start):
+            for offset in offsets(function):
+                plan = Timed()
+                rig = Rig(plan)
+                monkeypatch.setattr(log_module, "_current", rig.log)
+                rig.run(1)
+                plan.open = True
+                rig.c.replan()  # the window opens at the next boundary
+                reached = False
+                comes = functools.partial(signal.raise_signal, signal.SIGUSR1)
+                try:
+                    with handler_at(function, offset, comes) as ran:
+                        rig.run(1)
+                except Timeout:
+                    reached = True
+                if not ran:
+                    continue
+                decision_begins()  # the exit's finalise (entry.Agent._at_exit)
+                try:
+                    rig.c.finish_at_exit("training ended before the capture's last step")
+                finally:
+                    decision_ends(exiting=True)
+                where = (function.__name__, offset, rig.backend.trace, rig.sink.events)
+                assert reached, where
+                calls = [call for call, _ in rig.backend.trace]
+                assert calls in ([], ["prepare", "start", "stop"]), where
+                kinds = [event[0] for event in rig.sink.events]
+                assert kinds == (["begin", "finish"] if calls else []), where
+                assert not [line for line in rig.log.lines if line[0] == "error"], (where, rig.log.lines)
+    finally:
+        signal.signal(signal.SIGUSR1, previous)

@@ -770,7 +770,9 @@ class CaptureController:
                 return
             # A Ctrl-C in the capture's first files or torch's start left a profiler never started as the
             # capture in flight, stepped and recorded as complete at exit: it comes once the start is done.
-            with sigint_held_back():
+            # So do the script's own handlers (they run as the decision ends): one that raised there (a
+            # timeout, sys.exit) left it so, and the exit's stop of it failed in torch ("could not finalise").
+            with sigint_held_back(), script_handlers_deferred():
                 opened = self._open(step, wanted)
             if not opened:
                 return  # the window was skipped
