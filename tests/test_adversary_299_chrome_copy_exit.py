@@ -69,6 +69,11 @@ def test_the_exit_waits_for_stalled_copies_once_in_all_and_says_so(
     assert len(said.said) == 2, said.said
     assert "--export-chrome-trace copies (4)" in said.said[0] and f"at most {wait_s:g} s" in said.said[0]
     assert said.said[1].startswith("--export-chrome-trace: 4 of its copies not written"), said.said[1]
+    # the agent's own exit waits again once its last capture is finalised (wait_for_copies_at_exit):
+    # within the same bound, never a second one
+    chrome_trace.wait_for_copies_at_exit()
+    waited = [timeout for copy in stalled_copies for timeout in copy.waited]
+    assert sum(timeout or 0.0 for timeout in waited) <= wait_s, waited
 
 
 def test_copies_done_before_the_exit_cost_no_wait_and_no_word(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -185,3 +185,26 @@ def test_ranks_started_by_spawn_each_get_a_trace_named_by_rank(
     monkeypatch.setitem(sys.modules, "torch.distributed", _ProcessGroup(1))  # one rank: the name given
     assert _target(cfg, 0, 4, time.time_ns(), log) == tmp_path / "trace.json"
     assert not log.warnings
+
+
+def test_the_name_carries_rank_pid_and_step_only_where_the_run_may_write_several(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """README, "Chrome traces": several traces are more than one process (a world size > 1) or more than
+    one capture (--repeat other than 1, --dynamic); one time window (--delay/--duration) is one capture."""
+    from npuprof.agent.chrome_trace import several_traces
+    from npuprof.config import ProfileConfig, Schedule
+
+    monkeypatch.setitem(sys.modules, "torch.distributed", _ProcessGroup(1))
+    one = ProfileConfig(export_chrome_trace="trace.json")
+    assert not several_traces(one, {})
+    for name in ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "PMI_SIZE"):
+        assert not several_traces(one, {name: "1"}), name
+        assert not several_traces(one, {name: " 0 "}), name
+        assert several_traces(one, {name: "2"}), name
+    assert not several_traces(one, {"WORLD_SIZE": "²"})  # a digit to str.isdigit, no number to int()
+    for repeat in (0, 2):  # 0: until training ends
+        assert several_traces(ProfileConfig(schedule=Schedule(repeat=repeat)), {}), repeat
+    assert several_traces(ProfileConfig(dynamic="."), {})
+    assert not several_traces(ProfileConfig(delay=1.0, schedule=Schedule(repeat=0)), {})
+    assert several_traces(ProfileConfig(delay=1.0), {"WORLD_SIZE": "4"})
