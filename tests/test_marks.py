@@ -565,6 +565,97 @@ def test_torch_2_13_gather_and_scatter_names_get_comm_ranges(monkeypatch: pytest
     ]
 
 
+def test_each_ops_range_counts_the_tensor_docs_name_in_the_group_it_was_given(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """docs/formats.md / comm_marks: ``count`` is the tensor itself for in-place ops and point-to-point, the
+    input of gathers and all-to-all, the output of reduce-scatters, summed over a list; the group is
+    ``default_pg``, its name in torch's table, else its ``group_name``. Every op wrapped, on stand-in
+    modules with this torch's own signatures, called positionally and by keyword; a call made inside
+    another's range (send calling isend) has none of its own."""
+    import inspect
+    import types
+
+    import torch
+    import torch.distributed.distributed_c10d as real_c10d
+
+    from npuprof import marks
+    from npuprof.agent import comm_marks
+
+    class Group:  # hashable, as torch's ProcessGroup is
+        group_name = "custom"
+
+    default, named, unnamed = Group(), Group(), Group()
+    c10d = types.ModuleType("torch.distributed.distributed_c10d")
+    dist = types.ModuleType("torch.distributed")
+    c10d._world = types.SimpleNamespace(default_pg=default, pg_names={named: "1"})  # type: ignore[attr-defined]
+    dist.is_available = lambda: True  # type: ignore[attr-defined]
+    for op in comm_marks.OPS:
+        real = getattr(real_c10d, op, None)
+        if real is None:
+            continue
+        fake = lambda *args, **kwargs: None  # noqa: E731
+        if op == "send":
+            fake = lambda *args, **kwargs: c10d.isend(*args, **kwargs)  # noqa: E731
+        fake.__signature__ = inspect.signature(real)  # type: ignore[attr-defined]
+        setattr(c10d, op, fake)
+        setattr(dist, op, fake)
+    monkeypatch.setitem(sys.modules, "torch.distributed", dist)
+    monkeypatch.setitem(sys.modules, "torch.distributed.distributed_c10d", c10d)
+
+    def t(n: int, dtype: Any = torch.float32) -> Any:
+        return torch.zeros(n, dtype=dtype)
+
+    p2p = [types.SimpleNamespace(tensor=t(2), group=named), types.SimpleNamespace(tensor=t(3), group=named)]
+    calls: list[tuple[str, tuple[Any, ...], dict[str, Any], str]] = [
+        ("all_reduce", (t(3),), {}, "default_pg,float32,3"),
+        ("all_reduce", (t(3), None, named), {}, "1,float32,3"),
+        ("all_reduce", (t(3),), {"group": unnamed}, "custom,float32,3"),
+        ("all_reduce", (), {"tensor": t(3), "group": default}, "default_pg,float32,3"),
+        ("broadcast", (t(5, torch.int64), 0), {}, "default_pg,int64,5"),
+        ("reduce", (t(6, torch.float16),), {"dst": 0}, "default_pg,float16,6"),
+        ("send", (t(7, torch.float64), 1), {}, "default_pg,float64,7"),
+        ("recv", (t(8, torch.float64),), {"src": 0}, "default_pg,float64,8"),
+        ("irecv", (t(9),), {}, "default_pg,float32,9"),
+        ("all_gather", ([t(4), t(4)], t(4)), {}, "default_pg,float32,4"),
+        ("all_gather_into_tensor", (t(10), t(5)), {"group": named}, "1,float32,5"),
+        ("all_gather_single", (), {"output_tensor": t(10), "input_tensor": t(5)}, "default_pg,float32,5"),
+        ("reduce_scatter", (t(3), [t(3), t(3)]), {}, "default_pg,float32,3"),
+        ("reduce_scatter_tensor", (t(2), t(4)), {}, "default_pg,float32,2"),
+        ("reduce_scatter_single", (), {"output": t(2), "input": t(4)}, "default_pg,float32,2"),
+        ("all_to_all_single", (t(7), t(6)), {}, "default_pg,float32,6"),
+        ("all_to_all", ([t(1), t(1)], [t(2), t(3)]), {}, "default_pg,float32,5"),
+        ("gather", (t(2), [t(2), t(2)]), {}, "default_pg,float32,2"),
+        ("scatter", (t(2),), {"scatter_list": [t(2), t(2), t(2)]}, "default_pg,float32,2"),
+        ("all_reduce_coalesced", ([t(2, torch.int8), t(3, torch.int8)],), {}, "default_pg,int8,5"),
+        ("all_gather_coalesced", ([[t(1)], [t(4)]], [t(1), t(4)]), {}, "default_pg,float32,5"),
+        ("barrier", (), {"group": named}, "1,na,0"),
+        ("batch_isend_irecv", (p2p,), {}, "1,float32,5"),
+    ]
+    calls = [call for call in calls if hasattr(real_c10d, call[0])]
+
+    class Recording:  # a capture records on torch.profiler (no gate: no torch profiler needed)
+        def recording(self) -> bool:
+            return True
+
+        def marks_group(self, group: object) -> bool:
+            return True
+
+    saved_impl = marks._impl
+    marks._use(Recording())
+    try:
+        assert comm_marks.install(types.SimpleNamespace(info=lambda message: None))
+        comm_marks.start_collecting()
+        for op, args, kwargs, _ in calls:
+            getattr(dist, op)(*args, **kwargs)
+        record = comm_marks.stop_collecting()
+    finally:
+        comm_marks.stop_collecting()
+        marks._use(saved_impl)
+    assert record is not None
+    assert [r["name"] for r in record["ranges"]] == [f"comm:{op},{name}" for op, _, _, name in calls]
+
+
 def test_torch_profiler_no_longer_reports_msprof_tx_and_gc_as_ignored() -> None:
     from npuprof.agent.backends.torch_backend import TorchBackend
     from npuprof.cli.run_flags import build_config
