@@ -368,3 +368,86 @@ def _exit_code_within(pid: int, seconds: float) -> int | None:
     os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
     return None
+
+
+class _ErrorLog:
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+
+    def error(self, message: str) -> None:
+        self.errors.append(message)
+
+
+def test_calls_asked_by_a_thread_are_made_on_the_main_thread_in_order_and_a_failing_one_is_said(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """agent/main_thread.py: each call a thread asks for is made on the main thread, in the order asked; one
+    that raises is said in the log, and the calls after it are made all the same."""
+    log = _ErrorLog()
+    monkeypatch.setattr(main_thread, "get_log", lambda: log)
+    made: list[tuple[str, int]] = []
+
+    def failing() -> None:
+        raise ValueError("the call failed")
+
+    def asking() -> None:
+        main_thread.call_soon(lambda: made.append(("first", threading.get_ident())))
+        main_thread.call_soon(failing)
+        main_thread.call_soon(lambda: made.append(("third", threading.get_ident())))
+
+    thread = threading.Thread(target=asking)
+    thread.start()
+    thread.join(30)
+    deadline = time.monotonic() + 30
+    while len(made) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    main = threading.main_thread().ident
+    assert made == [("first", main), ("third", main)]
+    assert log.errors == ["a call on the main thread failed: ValueError('the call failed')"]
+
+
+def test_a_ctrl_c_during_a_call_on_the_main_thread_is_raised_in_the_scripts_code() -> None:
+    """A Ctrl-C that comes while the main thread makes a call another thread asked for (a C callback, where
+    what it raises reaches no code of the script's) is raised after it, in the script's code: dropped
+    there, the job went on as if it had never been asked to stop."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # a worker of xdist may ignore it
+    asked = threading.Event()
+
+    def training_thread() -> None:
+        main_thread.call_soon(lambda: signal.raise_signal(signal.SIGINT))  # it comes during the call
+        asked.set()
+        time.sleep(0.5)
+
+    thread = threading.Thread(target=training_thread)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            thread.start()
+            thread.join(30)
+        assert asked.wait(30)
+    finally:
+        thread.join(30)
+        signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")  # 3.12+
+def test_a_child_forked_while_a_call_waited_for_the_main_thread_makes_its_own_calls_only() -> None:
+    """A fork while a call another thread asked for waits for the parent's main thread (queued, as call_soon
+    leaves it until the main thread's next boundary): the child made the parent's call, and no call its
+    own threads asked for (none was asked of Python while one seemed to wait already)."""
+    made: list[str] = []
+    with main_thread._lock:
+        main_thread._queued.append(lambda: made.append("the parent's"))
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: a call asked for by a thread of its own
+            asked = threading.Thread(target=main_thread.call_soon, args=(lambda: made.append("own"),))
+            asked.start()
+            asked.join(20)
+            deadline = time.monotonic() + 20
+            while not made and time.monotonic() < deadline:
+                time.sleep(0.01)
+            os._exit(0 if made == ["own"] else 1)
+    finally:
+        with main_thread._lock:
+            main_thread._queued.clear()
+    assert _exit_code_within(pid, 60) == 0
