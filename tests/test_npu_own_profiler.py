@@ -124,6 +124,71 @@ def test_torch_npus_own_profiler_classes_are_followed_once_imported(
         sys.modules.pop(name, None)
 
 
+def test_a_disabled_or_failed_start_keeps_nothing_running_and_the_last_stop_alone_resumes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A profiler made with ``enabled=False`` (torch.autograd.profiler.profile's) records nothing and a start
+    that raised (torch's "Profiler is already enabled") did not start: neither keeps npuprof off. With two
+    of the script's profilers running, npuprof resumes once both have stopped, said once; the warning names
+    the line that started the profiler (this file's)."""
+    import types
+
+    class Backend:
+        def __init__(self) -> None:
+            self.told = 0
+
+        def script_profiler_started(self) -> None:
+            self.told += 1
+
+    class Profile:
+        def __init__(self, enabled: bool = True, fails: bool = False) -> None:
+            self.enabled, self.fails = enabled, fails
+
+        def __enter__(self) -> Profile:
+            if self.fails:
+                raise RuntimeError("Profiler is already enabled")
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+    module = types.ModuleType("h376_profiler_shape")
+    module.profile = Profile  # type: ignore[attr-defined]
+    controller, log = _Controller(), _Log()
+    controller.backend = Backend()  # type: ignore[assignment]
+    monkeypatch.setattr(user_profiler, "_installed", {"controller": controller, "log": log})
+    monkeypatch.setattr(user_profiler, "_running", weakref.WeakSet())
+    monkeypatch.setattr(user_profiler, "_ours", weakref.WeakSet())
+    user_profiler._wrap_classes(module, {"profile": (("__enter__",), ("__exit__",))})
+
+    with Profile(enabled=False):
+        assert not user_profiler.running()
+    assert controller.finished == [] and log.lines == []
+    failing = Profile(fails=True)
+    with pytest.raises(RuntimeError, match="already enabled"):
+        failing.__enter__()
+    assert not user_profiler.running()
+    first, second = Profile(), Profile()
+    started_at = sys._getframe().f_lineno + 1
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)
+    assert user_profiler.running()
+    assert [line for line in log.lines if line[0] == "info"] == []
+    second.__exit__(None, None, None)
+    first.__exit__(None, None, None)  # a stop of one stopped already says nothing more
+    assert not user_profiler.running()
+    stopped = ("info", "the training script's own profiler stopped; npuprof resumes at its next window")
+    assert [line for line in log.lines if line[0] == "info"] == [stopped]
+    warned = [message for kind, message in log.lines if kind == "warn_once"]  # (this log says each)
+    assert warned[-2].endswith(f"(started at {Path(__file__).resolve()}:{started_at}, in {_test_name()})")
+    assert controller.backend.told == 3  # the failed start's, and the two others'  # type: ignore[attr-defined]
+
+
+def _test_name() -> str:
+    return sys._getframe(1).f_code.co_name
+
+
 SCRIPT = """
 import os, sys
 import torch
