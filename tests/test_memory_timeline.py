@@ -450,6 +450,40 @@ def test_memory_events_of_two_processes_in_one_trace_are_summed_not_interleaved(
     assert "2 processes" in mt.source_note(data)
 
 
+def test_accelerator_totals_of_two_processes_count_what_each_held_before_and_the_reserved_peak(tmp_path):
+    """helper-209's sum on an accelerator, whose records carry the allocator's totals (the test above is of
+    the CPU's, summed from Bytes): each process counts from what its first record shows it held (its total
+    less its Bytes), and the reserved peak is the largest sum, not the last one (a cache emptied since).
+    An event whose Device Id is no int (a bool) is left out as unreadable."""
+    records = [  # pid, ts, Bytes, Total Allocated, Total Reserved
+        (1, 10, 8, 72, 128),  # process 1 held 64 before
+        (2, 15, 8, 40, 64),  # process 2 held 32 before
+        (1, 20, 64, 136, 256),
+        (2, 25, 8, 48, 0),  # its cache emptied
+    ]
+    events = [
+        _memory_event(
+            ts,
+            {"Device Type": 1, "Device Id": 0, "Bytes": b, "Total Allocated": t, "Total Reserved": r},
+        )
+        | {"pid": pid, "tid": pid}
+        for pid, ts, b, t, r in records
+    ]
+    events.append(_memory_event(30, {"Device Type": 1, "Device Id": True, "Bytes": 1, "Total Allocated": 1}))
+    path = tmp_path / "merged_cuda.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    data = mt.from_trace(path)
+    assert data.device == "cuda:0" and data.devices == ["cuda:0"]
+    times, sizes = data.coalesce()
+    assert times == [10, 15, 20, 25]
+    # 64 + 32 held before: 72 + 32, 72 + 40, 136 + 40, 136 + 48
+    assert [sum(row) for row in sizes] == [104, 112, 176, 184]
+    assert mt.peak_allocated(data) == 184
+    # reserved: 128, 128 + 64, 256 + 64, 256 + 0
+    assert data.max_reserved == 320
+    assert data.notes == ["1 [memory] event(s) whose fields are not numbers (a damaged trace?): left out"]
+
+
 def test_records_of_one_time_listed_out_of_order_follow_their_totals(tmp_path):
     """helper-221: at 20 µs a 100-byte block is freed (total 0) and a 200-byte one allocated (total 200),
     the trace listing the alloc first: the timeline took the free's total as the value at 20 and showed 0
