@@ -292,6 +292,9 @@ def test_plot_units_follow_the_peak_and_cpu_has_no_reserved() -> None:
     )
     small = mt.MemoryData("cpu", mt.SOURCE_CATEGORISED, [(0, 2, 512, 0)], max_allocated=512)
     assert mt.peak_lines(small)[0] == "Max memory allocated: 0.50 KiB (512 bytes)"
+    # a peak of exactly one unit is given in it (the largest unit in which it is at least 1)
+    one = mt.MemoryData("cpu", mt.SOURCE_CATEGORISED, [(0, 2, 1024**2, 0)], max_allocated=1024**2)
+    assert mt.peak_lines(one)[0] == "Max memory allocated: 1.00 MiB (1,048,576 bytes)"
 
 
 def test_snapshots_waiting_behind_a_slow_copy_make_it_go_at_full_speed(tmp_path: Path) -> None:

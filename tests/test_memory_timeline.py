@@ -543,11 +543,21 @@ def test_thousands_of_records_of_one_time_are_put_in_order_quickly() -> None:
 
 def _categorised_rank_dir(root: Path, devices: list[tuple[int, int]]) -> Path:
     """A rank dir with categorised data and no memory_timeline.meta.json beside it, and a trace whose
-    [memory] events are of ``devices`` (Device Type, Device Id), 4096 bytes allocated on each."""
+    [memory] events are of ``devices`` (Device Type, Device Id), 4096 bytes allocated on each (8192
+    reserved)."""
     from analyse_support.handmade import write_rank_dir
 
     events = [
-        _memory_event(10 + i, {"Device Type": kind, "Device Id": id_, "Bytes": 4096, "Total Allocated": 4096})
+        _memory_event(
+            10 + i,
+            {
+                "Device Type": kind,
+                "Device Id": id_,
+                "Bytes": 4096,
+                "Total Allocated": 4096,
+                "Total Reserved": 8192,
+            },
+        )
         for i, (kind, id_) in enumerate(devices)
     ]
     rank_dir = write_rank_dir(root, {"traceEvents": events})
@@ -560,14 +570,16 @@ def test_categorised_data_without_its_record_says_so_and_takes_the_traces_device
     """It said "unknown device" and no more, with the trace's [memory] events of one GPU beside it."""
     data = mt.load(_categorised_rank_dir(tmp_path / "one", [(0, -1), (1, 0)]))  # the CPU's, cuda:0's
     assert data.device == "cuda:0" and data.devices == ["cuda:0"]
+    assert (data.max_allocated, data.max_reserved) == (4096, 8192)  # the allocator's peaks, from the trace
     assert data.notes == [
         "memory_timeline.meta.json is missing: read as cuda:0, the trace's [memory] events' device "
         "(--device DEVICE names another)"
     ]
-    two = mt.load(_categorised_rank_dir(tmp_path / "two", [(1, 0), (1, 1)]))  # two GPUs: either may be it
+    # two GPUs (and the CPU's events beside them): either GPU may be it
+    two = mt.load(_categorised_rank_dir(tmp_path / "two", [(1, 0), (1, 1), (0, -1)]))
     assert two.device == "unknown device" and two.max_allocated is None
     assert two.notes == [
-        "memory_timeline.meta.json is missing: the device is unknown, one of the trace's cuda:0, cuda:1 "
+        "memory_timeline.meta.json is missing: the device is unknown, one of the trace's cuda:0, cuda:1, cpu "
         "(--device DEVICE names it)"
     ]
     alone = _categorised_rank_dir(tmp_path / "alone", [(1, 0)])
