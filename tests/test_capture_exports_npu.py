@@ -1,6 +1,6 @@
 """torch_npu's own exports, made in the step (agent/capture_exports.py): what they write is held to
---min-free-space all together, and the memory timeline's peak is the most allocated at one time. In process,
-a stand-in of torch_npu's profiler object."""
+--min-free-space all together, the memory timeline's peak is the most allocated at one time, and a stacks
+file holds the metric its name says. In process, a stand-in of torch_npu's profiler object."""
 
 from __future__ import annotations
 
@@ -73,3 +73,43 @@ def test_the_steps_exports_are_held_to_the_room_left_all_together(tmp_path: Path
     lines.clear()
     larger = max(sizes["memory_timeline.raw.json.gz"], sizes["memory_timeline.meta.json"])
     assert _exports(tmp_path / "shorter", larger, lines, stacks=False) == [], lines
+
+
+class _RefusingProfiler(_Profiler):
+    """torch's export_stacks refuses a metric it does not know with ValueError (profiler_util.EventList); this
+    one refuses the NPU's own name (as upstream torch's, which names it self_privateuse1_time_total) and
+    fails on the host's time with a ValueError of its own."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def export_stacks(self, path: str, metric: str) -> None:
+        self.asked.append(metric)
+        if metric == "self_privateuse1_time_total":
+            Path(path).write_bytes(b"train.py(3):_<module>;aten::mm 999\n")  # the device's time
+            return
+        raise ValueError(f"cannot export {metric}")
+
+
+def test_a_stacks_file_holds_its_own_metric_when_torch_npu_refuses_it(tmp_path: Path) -> None:
+    """Only the NPU's time has another name to ask for (self_privateuse1_time_total): a host-time export that
+    failed was asked again under the device's name, and its file, stacks_self_cpu_time_total.folded, held
+    the device's time. It is left to the post-processor, which builds it from trace_view.json."""
+    prof, lines = _RefusingProfiler(), []
+    rank_dir = tmp_path / "rank0_ascend_pt"
+    rank_dir.mkdir()
+    done = export_capture_extras(
+        prof,
+        rank_dir,
+        stacks_metrics=["self_cpu_time_total", "self_npu_time_total"],
+        memory_formats=[],
+        device="npu:0",
+        log=lines.append,
+    )
+    assert prof.asked == ["self_cpu_time_total", "self_npu_time_total", "self_privateuse1_time_total"]
+    assert [path.name for path in done.written] == ["stacks_self_npu_time_total.folded"]
+    assert done.job == {"stacks": ["self_cpu_time_total"]}
+    assert lines == [
+        "export-stacks self_cpu_time_total: torch_npu's export_stacks failed (ValueError: cannot export "
+        "self_cpu_time_total); npuprof builds them from trace_view.json"
+    ]
