@@ -656,6 +656,60 @@ def test_each_ops_range_counts_the_tensor_docs_name_in_the_group_it_was_given(
     assert [r["name"] for r in record["ranges"]] == [f"comm:{op},{name}" for op, _, _, name in calls]
 
 
+def test_a_dynamic_run_wraps_at_wake_and_spans_only_the_captures_that_ask_once_per_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--dynamic: the functions are wrapped when the agent wakes (a request may turn msprof_tx on later),
+    and record nothing until one does. Under a profiler of the script's own (no collector of npuprof's), a
+    range is a record_function span, none for a call made inside another's (send calling isend)."""
+    import inspect
+    import types
+
+    import torch
+    import torch.distributed.distributed_c10d as real_c10d
+    from torch.profiler import profile
+
+    from npuprof import marks
+    from npuprof.agent import comm_marks
+
+    c10d = types.ModuleType("torch.distributed.distributed_c10d")
+    dist = types.ModuleType("torch.distributed")
+    c10d._world = types.SimpleNamespace(default_pg=None, pg_names={})  # type: ignore[attr-defined]
+    dist.is_available = lambda: True  # type: ignore[attr-defined]
+    isend = lambda *args, **kwargs: None  # noqa: E731
+    send = lambda *args, **kwargs: c10d.isend(*args, **kwargs)  # noqa: E731
+    for op, fake in (("isend", isend), ("send", send)):
+        fake.__signature__ = inspect.signature(getattr(real_c10d, op))  # type: ignore[attr-defined]
+        setattr(c10d, op, fake)
+        setattr(dist, op, fake)
+    monkeypatch.setitem(sys.modules, "torch.distributed", dist)
+    monkeypatch.setitem(sys.modules, "torch.distributed.distributed_c10d", c10d)
+    said: list[str] = []
+    log = types.SimpleNamespace(info=said.append, warning=said.append)
+    comm_marks.install_at_wake(types.SimpleNamespace(msprof_tx=False, dynamic=str(tmp_path)), log)
+    assert getattr(dist.send, comm_marks.WRAPPED, False), said  # type: ignore[attr-defined]
+
+    def spans_of_a_send() -> list[str]:
+        trace = tmp_path / "own.json"
+        with profile() as prof:
+            dist.send(torch.zeros(3), 1)  # type: ignore[attr-defined]
+        prof.export_chrome_trace(str(trace))
+        events = json.loads(trace.read_text())["traceEvents"]
+        return [e["name"] for e in events if e.get("cat") == "user_annotation"]
+
+    saved_impl, saved_enabled = marks._impl, comm_marks._state["enabled"]
+    marks.use_backend("torch-cpu")
+    try:
+        comm_marks.set_enabled(False)  # the dynamic capture asked for no msprof_tx
+        assert spans_of_a_send() == []
+        comm_marks.set_enabled(True)
+        for _ in range(2):  # each call its own range
+            assert spans_of_a_send() == ["comm:send,default_pg,float32,3"]
+    finally:
+        comm_marks.set_enabled(saved_enabled)
+        marks._use(saved_impl)
+
+
 def test_torch_profiler_no_longer_reports_msprof_tx_and_gc_as_ignored() -> None:
     from npuprof.agent.backends.torch_backend import TorchBackend
     from npuprof.cli.run_flags import build_config
