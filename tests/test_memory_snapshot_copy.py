@@ -173,3 +173,24 @@ def test_a_copy_asked_without_pauses_never_sleeps_and_one_with_pauses_does(
     events = len(msgspec.msgpack.decode((tmp_path / "slow.msgpack").read_bytes())["events"])
     assert len(slept) >= events // (2 * memory_snapshot.SLICE_EVENTS) > 0
     assert (tmp_path / "fast.msgpack").read_bytes() == (tmp_path / "slow.msgpack").read_bytes()
+
+
+def test_a_paused_copy_rests_its_factor_times_each_slices_cpu_time_until_hurried(
+    profiled: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each slice is followed by a pause of PAUSE_FACTOR times the CPU time it took (here a clock of the
+    test's: 1 ms a reading); hurry() (training has ended, or snapshots wait behind it) ends the pauses."""
+    clock = iter(range(10**6))
+    monkeypatch.setattr(memory_snapshot.time, "thread_time", lambda: next(clock) / 1000)
+    task = memory_snapshot.SnapshotTask(profiled, tmp_path / "hurried.msgpack", print)
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        if len(slept) == 2:
+            task.hurry()
+
+    monkeypatch.setattr(memory_snapshot.time, "sleep", sleep)
+    task.run()
+    assert slept == [pytest.approx(memory_snapshot.PAUSE_FACTOR * 0.001)] * 2
+    assert (tmp_path / "hurried.msgpack").is_file()
