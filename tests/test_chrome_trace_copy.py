@@ -208,3 +208,35 @@ def test_the_name_carries_rank_pid_and_step_only_where_the_run_may_write_several
     assert several_traces(ProfileConfig(dynamic="."), {})
     assert not several_traces(ProfileConfig(delay=1.0, schedule=Schedule(repeat=0)), {})
     assert several_traces(ProfileConfig(delay=1.0), {"WORLD_SIZE": "4"})
+
+
+def test_on_the_step_the_trace_is_a_hard_link_and_a_failed_one_leaves_no_temporary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """agent/chrome_trace.py: on the step, a hard link of the raw trace (no copy of a trace of hundreds of
+    MB in the training step); where it cannot be put in place (here a directory has the name), the copy is
+    left to the post-processor and the link's temporary name is gone."""
+    from npuprof.agent.chrome_trace import export_chrome_trace
+    from npuprof.config import ProfileConfig
+
+    for name in ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "PMI_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setitem(sys.modules, "torch.distributed", _ProcessGroup(1))
+
+    class Log(_Log):
+        def info(self, message: str) -> None:
+            pass
+
+    source = tmp_path / "raw" / "x.pt.trace.json"
+    source.parent.mkdir()
+    source.write_text('{"traceEvents": []}')
+    linked = tmp_path / "linked" / "trace.json"
+    linked.parent.mkdir()
+    cfg = ProfileConfig(export_chrome_trace=str(linked))
+    assert export_chrome_trace(cfg, source, None, 1, Log(), may_link=True) is None
+    assert os.path.samefile(linked, source) and sorted(os.listdir(linked.parent)) == ["trace.json"]
+    taken = tmp_path / "taken" / "trace.json"
+    (taken / "inside").mkdir(parents=True)
+    cfg = ProfileConfig(export_chrome_trace=str(taken))
+    assert export_chrome_trace(cfg, source, None, 1, Log(), may_link=True) == (str(source), str(taken))
+    assert sorted(os.listdir(taken.parent)) == ["trace.json"]
