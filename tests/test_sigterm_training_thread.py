@@ -451,3 +451,42 @@ def test_a_child_forked_while_a_call_waited_for_the_main_thread_makes_its_own_ca
         with main_thread._lock:
             main_thread._queued.clear()
     assert _exit_code_within(pid, 60) == 0
+
+
+def test_only_a_wait_on_a_lock_of_the_standard_librarys_is_woken_by_the_wake_signal() -> None:
+    """agent/main_thread.py: WAKE_SIGNAL is sent to a main thread waiting on a lock (Event.wait,
+    Thread.join, queue.get), whose retry makes the pending calls; the other waits CPython retries (a
+    selector's, here) run no pending call there, and get no signal."""
+    import selectors
+
+    release = threading.Event()
+    read_end, write_end = os.pipe()
+    selector = selectors.DefaultSelector()
+    selector.register(read_end, selectors.EVENT_READ)
+    waiters = {
+        "lock": threading.Thread(target=release.wait, args=(30,), daemon=True),
+        "select": threading.Thread(target=selector.select, args=(30,), daemon=True),
+    }
+
+    def innermost(thread: threading.Thread, file_name: str) -> object:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            frame = sys._current_frames().get(thread.ident)  # type: ignore[arg-type]
+            if frame is not None and os.path.basename(frame.f_code.co_filename) == file_name:
+                return frame
+            time.sleep(0.01)
+        raise AssertionError(f"{thread.name} never waited in {file_name}")
+
+    try:
+        for thread in waiters.values():
+            thread.start()
+        assert main_thread._waits_on_a_lock(innermost(waiters["lock"], "threading.py"))
+        assert not main_thread._waits_on_a_lock(innermost(waiters["select"], "selectors.py"))
+    finally:
+        release.set()
+        os.write(write_end, b"x")
+        for thread in waiters.values():
+            thread.join(30)
+        selector.close()
+        os.close(read_end)
+        os.close(write_end)
