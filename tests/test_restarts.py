@@ -5,9 +5,11 @@ the latest attempt only. Hand-made records and rank dirs: no torch process."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from _forked_cli import npuprof  # report commands forked from a process that imported them: see its doc
 from analyse_support.handmade import cpu_trace, with_steps, write_rank_dir
@@ -27,6 +29,13 @@ def test_the_capture_record_says_torchruns_attempt(tmp_path: Path, monkeypatch: 
     from npuprof.agent.log import AgentLog
 
     monkeypatch.setattr(capture, "CaptureAnnotations", _NoAnnotations)  # marks are process-wide state
+    # this process's start from /proc: boot time (whole seconds) + field 22's clock ticks
+    stat = Path("/proc/self/stat").read_text()
+    ticks = int(stat[stat.rfind(")") + 2 :].split()[19])
+    boot = next(
+        int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines() if "btime" in line
+    )
+    began = boot + ticks / os.sysconf("SC_CLK_TCK")
     for env, said in (("1", 1), ("0", 0), (None, "absent"), ("one", "absent"), ("-1", "absent")):
         if env is None:
             monkeypatch.delenv("TORCHELASTIC_RESTART_COUNT", raising=False)
@@ -46,6 +55,12 @@ def test_the_capture_record_says_torchruns_attempt(tmp_path: Path, monkeypatch: 
         (job,) = post.jobs
         assert capturing.get("restart_count", "absent") == said, (env, capturing)
         assert job["record"].get("restart_count", "absent") == said, (env, job)
+        # with a count, the process's start too: the rounds of a multi-node job's restarts
+        assert job["record"].get("process_start_ns", 0) == capturing.get("process_start_ns", 0)
+        if said == "absent":
+            assert "process_start_ns" not in capturing, capturing
+        else:
+            assert abs(capturing["process_start_ns"] / 1e9 - began) < 1.5, (capturing, began)
 
 
 def _record(rank_dir: Path, rank: int, steps: list[int], restart: Any, began_ns: int) -> None:
@@ -111,6 +126,9 @@ def test_one_attempts_captures_keep_the_table_and_a_bad_count_is_no_damage(
         rank_dir = tmp_path / f"vm_{rank}_20261205182107130_ascend_pt"
         rank_dir.mkdir()
         _record(rank_dir, rank, [1, 2], restart, 0)
+        if rank == 1:  # nor is a process start that is no time
+            record = json.loads((rank_dir / layout.CAPTURE_RECORD).read_text())
+            (rank_dir / layout.CAPTURE_RECORD).write_text(json.dumps({**record, "process_start_ns": "x"}))
         (rank_dir / "w.1.pt.trace.json").write_text('{"traceEvents": []}')
     assert layout.capture_status(tmp_path / "vm_1_20261205182107130_ascend_pt").status == "complete"
     lines = _summary(tmp_path, capsys)
@@ -193,3 +211,103 @@ def test_a_rank_only_an_earlier_attempt_captured_is_not_said_to_lack_whole_steps
         "step time across ranks: nothing to compare (no capture of attempt 1 on rank(s) 1: torchrun "
         "restarted the job, and an earlier attempt's captures are not compared)"
     ], said
+
+
+S = 10**9  # ns
+
+
+def _node_capture(
+    root: Path, node: str, pid: int, rank: int, restart: int, began: float, written: float, durations: dict
+) -> Path:
+    """A capture of a worker torchrun started on ``node`` with TORCHELASTIC_RESTART_COUNT ``restart``, its
+    process begun at ``began`` (s) and its record last written at ``written`` (s), as npuprof writes them."""
+    trace = cpu_trace()
+    trace["distributedInfo"]["rank"] = rank
+    with_steps(trace, durations)
+    rank_dir = write_rank_dir(root, trace, rank=rank, name=f"{node}_{pid}_2026120800{int(written):04d}000")
+    record = {
+        "status": "complete",
+        "run_id": RUN,
+        "pid": pid,
+        "rank": rank,
+        "steps": sorted(durations),
+        "updated_ns": int((1_765_000_000 + written) * S),
+        "restart_count": restart,
+        "process_start_ns": int((1_765_000_000 + began) * S),
+        "host": node,
+    }
+    (rank_dir / layout.CAPTURE_RECORD).write_text(json.dumps(record))
+    return rank_dir
+
+
+@pytest.mark.parametrize(
+    ("b_captured_again", "hosts"),
+    [(True, ("node-a", "node-b")), (True, ("vm", "vm")), (False, ("node-a", "node-b"))],
+    ids=["both-restarted", "both-restarted-one-host", "b-restarted-uncaptured"],
+)
+def test_a_node_torchrun_restarted_with_its_count_unchanged_is_compared_in_the_latest_round(
+    tmp_path: Path, b_captured_again: bool, hosts: tuple[str, str]
+) -> None:
+    """helper-379's two-node run: node A's worker failed, torchrun restarted it as attempt 1 while node B,
+    whose worker did not fail, stopped it and started it again as attempt 0 (torchrun counts restarts per
+    node). Analyse compared attempt 1 alone: rank 1's capture of the restarted round was left out ("no
+    capture of attempt 1 on rank(s) 1"). The round is told by the processes' start times: B's restarted
+    worker (begun 10 ms before A's, as the agents' spawns go) is of the latest round, its first one is not;
+    so too with both agents on one host (that run's), whose counts are no one sequence."""
+    a, b = hosts
+    import io
+
+    from rich.console import Console
+
+    from npuprof.analysis.report import build_report, repeated_steps
+    from npuprof.reports import terminal
+
+    first = {  # round 1: both begin at 0, capture steps 5-6 by 12 s; A's worker fails at 30 s
+        0: _node_capture(tmp_path, a, 100, 0, 0, 0.00, 12.0, {5: 4000, 6: 4000}),
+        1: _node_capture(tmp_path, b, 200, 1, 0, 0.05, 12.1, {5: 4100, 6: 4100}),
+    }
+    durations = {0: {5: 1000, 6: 1100}, 1: {5: 1500, 6: 1700}}  # round 2: A as attempt 1, B as attempt 0
+    second = {0: _node_capture(tmp_path, a, 101, 0, 1, 32.00, 44.0, durations[0])}
+    if b_captured_again:
+        second[1] = _node_capture(tmp_path, b, 201, 1, 0, 31.99, 44.1, durations[1])
+    report = build_report(tmp_path, jobs=1)
+    left_out = {r.rank_dir for r in report.ranks if r.earlier_round is True}
+    assert left_out == {str(d) for d in first.values()}, left_out
+    expected = [(step, {str(k): float(durations[k][step]) for k in second}) for step in (5, 6)]
+    assert [(s.step, s.ranks) for s in report.cross_rank.steps] == expected
+    assert report.cross_rank.restart_count == 1
+    out = io.StringIO()
+    terminal.render_table(report, Console(file=out, width=600))
+    said = [" ".join(line.split()) for line in out.getvalue().splitlines() if "across ranks" in line]
+    notes = repeated_steps(report.ranks)
+    if b_captured_again:
+        why = (
+            "attempt 1 on some nodes, 0 on others: torchrun counts each node's restarts, and a node whose "
+            "workers did not fail keeps its count"
+        )
+        across = "across ranks: the captures of the latest attempt (torchrun restarted the job; an earlier"
+        assert f"{across} attempt's are not compared; {why})" in said, said
+        assert (
+            f"rank 1 has step 5 in 2 captures (attempt 0: {first[1]}; attempt 0: {second[1]}): torchrun "
+            f"restarted the job (TORCHELASTIC_RESTART_COUNT; attempt 0 is the first); the comparison across "
+            f"ranks takes the latest attempt's captures ({why})"
+        ) in notes, notes
+    else:  # B's first-round capture is of a round before A's attempt 1, whatever its count
+        assert said == [
+            "step time across ranks: nothing to compare (no capture of attempt 1 on rank(s) 1: torchrun "
+            "restarted the job, and an earlier attempt's captures are not compared)"
+        ], said
+
+
+def test_one_rounds_captures_on_nodes_with_different_counts_are_all_compared(tmp_path: Path) -> None:
+    """The first round captured nothing (node A's worker failed before its capture): the restarted round's
+    captures, attempt 1 on A and attempt 0 on B, are one round, both compared (by the counts alone rank 1
+    was left out as of an earlier attempt)."""
+    from npuprof.analysis.report import build_report
+
+    _node_capture(tmp_path, "node-a", 101, 0, 1, 32.0, 44.0, {5: 1000})
+    _node_capture(tmp_path, "node-b", 201, 1, 0, 31.9, 44.1, {5: 1500})
+    report = build_report(tmp_path, jobs=1)
+    assert [r.earlier_round for r in report.ranks] == [msgspec.UNSET, msgspec.UNSET]
+    assert [(s.step, s.ranks) for s in report.cross_rank.steps] == [(5, {"0": 1000.0, "1": 1500.0})]
+    assert report.cross_rank.restart_count is msgspec.UNSET

@@ -63,6 +63,9 @@ class CaptureWriter:
         self._skips_reported: set[Path] = set()  # the directories a skipped capture was recorded in
         self._roots_noted: set[Path] = set()
         self.annotations = CaptureAnnotations(backend, log)  # marks, communication ranges, GC pauses
+        self._began: tuple[int, int | None] | None = None  # (pid, its start): _process_start_ns
+        if handover.restart_count_from_env(os.environ) is not None:
+            self._process_start_ns()  # read here, off the step that begins the first capture
 
     # ---- CaptureSink -----------------------------------------------------------------------------
     def begin(self, step: int, cfg: ProfileConfig | None = None) -> None:
@@ -379,7 +382,21 @@ class CaptureWriter:
         restart = handover.restart_count_from_env(os.environ)
         if restart is not None:
             record.restart_count = restart
+            if (began := self._process_start_ns()) is not None:
+                record.process_start_ns = began
         return handover.record_plain(record)
+
+    def _process_start_ns(self) -> int | None:
+        """When this process began (epoch ns, to the clock tick), read once per process (a forked child
+        is another process, begun later)."""
+        pid = os.getpid()
+        if self._began is None or self._began[0] != pid:
+            from npuprof.proc_stat import start_ticks, ticks_to_epoch
+
+            ticks = start_ticks("self")
+            began = None if ticks is None else ticks_to_epoch(ticks)
+            self._began = (pid, None if began is None else int(began * 1e9))
+        return self._began[1]
 
     def _info(self, rank: int | None, end_info: dict[str, int]) -> dict[str, Any]:
         info: dict[str, Any] = {

@@ -82,6 +82,7 @@ from npuprof.results import layout
 from npuprof.results.atomic import make_dir, write_text
 from npuprof.results.handover import restart_count_of
 from npuprof.results.paths import missing_home
+from npuprof.results.rounds import latest_round_counts, latest_said
 
 BARE_SUFFIX = layout.BARE_TABLES_SUFFIX  # a bare trace's tables go to <trace>.npuprof/
 OUTLIER_Z = 3.5  # modified z-score (Iglewicz & Hoaglin) above which a rank is an outlier ...
@@ -1328,21 +1329,46 @@ def _spans_shown(numbers: list[int]) -> str:
 
 
 def latest_attempt(ranks: list[RankReport]) -> int | None:
-    """The latest of torchrun's attempts the captures were made in, when they were made in more than one
-    (their records' restart_count); else None."""
-    attempts = {r.restart_count for r in ranks if isinstance(r.restart_count, int)}
-    return max(attempts) if len(attempts) > 1 else None
+    """The highest of torchrun's counts (their records' restart_count) among the captures of its latest
+    round of workers, when captures of an earlier round are left out (``earlier_round``); else None. The
+    count is each node's own: the latest round's captures of another node may say a lower one."""
+    if not any(r.earlier_round is True for r in ranks):
+        return None
+    return max(latest_round_counts(ranks), default=None)
+
+
+def mark_earlier_rounds(ranks: list[RankReport], records: dict[str, dict[str, Any]]) -> None:
+    """Mark the captures of a round of torchrun's workers before the latest (``records``: rank dir -> its
+    capture record)."""
+    from npuprof.results.handover import process_start_ns_of
+    from npuprof.results.rounds import Made, earlier_rounds
+
+    def made(r: RankReport) -> Made:
+        record = records.get(r.rank_dir, {})
+        updated = record.get("updated_ns")
+        return Made(
+            key=r.rank_dir,
+            rank=r.rank,
+            restart_count=r.restart_count if isinstance(r.restart_count, int) else None,
+            process_start_ns=process_start_ns_of(record),
+            updated_ns=updated if isinstance(updated, int) and not isinstance(updated, bool) else None,
+        )
+
+    earlier = earlier_rounds([made(r) for r in ranks])
+    for r in ranks:
+        if r.rank_dir in earlier:
+            r.earlier_round = True
 
 
 def _across_latest_attempt(
     ranks: list[RankReport], all_ranges: list[tuple[RankReport, list[ReportRange]]], top: int
 ) -> CrossRank:
-    """The comparison across ranks of the captures of torchrun's latest attempt, when the job was restarted
-    between captures (an earlier attempt's ranks did not run beside the later's); captures of no known
-    attempt stay in."""
+    """The comparison across ranks of the captures of torchrun's latest round of workers, when the job was
+    restarted between captures (an earlier round's ranks did not run beside the later's); captures of no
+    known attempt stay in."""
     latest = latest_attempt(ranks)
     if latest is not None:
-        ranks = [r for r in ranks if not isinstance(r.restart_count, int) or r.restart_count == latest]
+        ranks = [r for r in ranks if r.earlier_round is not True]
         all_ranges = [(r, found) for r, found in all_ranges if any(r is kept for kept in ranks)]
     by_rank = [(r.rank, found) for r, found in all_ranges]
     cross = cross_rank(ranks, cross_ranges(by_rank, top) if by_rank else msgspec.UNSET)
@@ -1372,16 +1398,16 @@ def repeated_steps(ranks: list[RankReport]) -> list[str]:
                     dirs.append(r.rank_dir)
     lines: dict[int, str] = {}
     attempt_of = {r.rank_dir: r.restart_count for r in ranks if isinstance(r.restart_count, int)}
-    latest = latest_attempt(ranks)
+    earlier = {r.rank_dir for r in ranks if r.earlier_round is True}
     for (rank, step), dirs in seen.items():
         if len(dirs) > 1 and rank not in lines:
-            attempts = {attempt_of[d] for d in dirs if d in attempt_of}
-            if len(attempts) > 1 and latest is not None:  # torchrun restarted the job between them
+            if earlier.intersection(dirs):  # torchrun restarted the job between them
                 named = _attempts_of(dirs, attempt_of)
+                latest, why = latest_said(ranks)
                 lines[rank] = (
                     f"rank {rank} has step {step} in {len(dirs)} captures ({named}): "
                     f"torchrun restarted the job (TORCHELASTIC_RESTART_COUNT; attempt 0 is the first); the "
-                    f"comparison across ranks takes attempt {latest}'s captures"
+                    f"comparison across ranks takes {latest}'s captures" + (f" ({why})" if why else "")
                 )
                 continue
             lines[rank] = (
@@ -1693,6 +1719,7 @@ def _build_report(
         )
     ranks: list[RankReport] = []
     read: list[_Read] = []  # for the pooled sections
+    records: dict[str, dict[str, Any]] = {}  # rank dir -> its capture record (torchrun's rounds)
     problems: list[Problem] = []
     all_ranges: list[tuple[RankReport, list[ReportRange]]] = []  # each rank's, before the --top cut
     steps_there: set[int] = set()
@@ -1725,7 +1752,9 @@ def _build_report(
         for step, reason in partials:
             mark_partial(rank, step, reason)
         end_cost = capture_end_cost(outcome.rank_dir)
-        if (attempt := restart_count_of(layout.read_capture_record(outcome.rank_dir) or {})) is not None:
+        record = layout.read_capture_record(outcome.rank_dir) or {}
+        records[rank.rank_dir] = record
+        if (attempt := restart_count_of(record)) is not None:
             rank.restart_count = attempt
         # a capture ended inside its last step (the job ended, a signal) has no step boundary after it
         cut = {step for step, _why in partials}
@@ -1750,6 +1779,7 @@ def _build_report(
     all_ranges = [(r, found) for r, found in all_ranges if any(r is kept for kept in ranks)]
     order = _in_time_order(r.rank_dir for r in ranks)
     ranks.sort(key=lambda r: (r.rank is None, r.rank or 0, order[r.rank_dir], r.rank_dir))
+    mark_earlier_rounds(ranks, records)
     if steps is not None and ranks and not problems and not any(r.steps for r in ranks):
         there = "they have no step"
         if steps_there:

@@ -116,6 +116,9 @@ class RankReport(msgspec.Struct, kw_only=True):
     # torchrun's attempt the capture was made in (its record's restart_count, TORCHELASTIC_RESTART_COUNT:
     # 0 the first); absent when not recorded (outside torchrun, older npuprof, not npuprof's capture)
     restart_count: int | UnsetType = UNSET
+    # true: made in a round of torchrun's workers before the latest (npuprof/results/rounds.py), left out of
+    # the comparison across ranks; absent otherwise
+    earlier_round: bool | UnsetType = UNSET
 
 
 class Problem(msgspec.Struct, kw_only=True):

@@ -27,6 +27,7 @@ from npuprof.analysis.step_fields import OPTIONAL_ORDER, STEP_TIME_FIELDS
 from npuprof.invocation import npuprof_cmd
 from npuprof.reports.text import printable, shorten_middle, shorten_range_name
 from npuprof.results import layout
+from npuprof.results.rounds import latest_said
 
 T = TypeVar("T")
 STEP_KEYS = (*STEP_TIME_FIELDS, *OPTIONAL_ORDER)
@@ -515,9 +516,10 @@ def _render_cross_rank(report: Report, console: Console) -> None:
         spread = [s.max_us - s.min_us if len(s.ranks) > 1 else -1.0 for s in cross.steps]
         shown, caption = _shown(cross.steps, spread, "spread_us")
         if cross.restart_count is not msgspec.UNSET:  # a line of its own: a title is wrapped to the table
+            latest, why = latest_said(report.ranks)
             console.print(
-                f"across ranks: the captures of attempt {cross.restart_count} (torchrun restarted the job; "
-                "an earlier attempt's are not compared)"
+                f"across ranks: the captures of {latest} (torchrun restarted the job; an earlier attempt's "
+                f"are not compared{f'; {why}' if why else ''})"
             )
         table = Table()
         table.add_column("step", justify="right")
@@ -605,16 +607,16 @@ def _say_nothing_across(report: Report, compared: list[str], console: Console) -
     if len(known) < 2:
         return
     missing = [k for k in known if str(k) not in compared]
-    latest = report.cross_rank.restart_count
-    earlier: list[int] = []  # ranks whose captures are all of an attempt before the latest (not compared)
-    if latest is not msgspec.UNSET:
-        attempts = {k: [r.restart_count for r in report.ranks if r.rank == k] for k in missing}
-        earlier = [k for k in missing if all(isinstance(a, int) and a != latest for a in attempts[k])]
+    earlier: list[int] = []  # ranks whose captures are all of a round before the latest (not compared)
+    if report.cross_rank.restart_count is not msgspec.UNSET:
+        rounds = {k: [r.earlier_round is True for r in report.ranks if r.rank == k] for k in missing}
+        earlier = [k for k in missing if all(rounds[k])]
     why = []
     if earlier:
+        latest, counts = latest_said(report.ranks)
         why.append(
-            f"no capture of attempt {latest} on rank(s) {', '.join(map(str, earlier))}: torchrun restarted "
-            "the job, and an earlier attempt's captures are not compared"
+            f"no capture of {latest} on rank(s) {', '.join(map(str, earlier))}: torchrun restarted the job, "
+            f"and an earlier attempt's captures are not compared{f' ({counts})' if counts else ''}"
         )
     if without := [k for k in missing if k not in earlier]:
         asked = "" if report.steps_asked is msgspec.UNSET else f" among --steps {report.steps_asked}"

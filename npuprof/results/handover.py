@@ -61,6 +61,10 @@ class CaptureRecord(msgspec.Struct, kw_only=True):
     # torchrun's TORCHELASTIC_RESTART_COUNT in the recording process: 0 in a job's first attempt, N after its
     # N-th elastic restart; absent outside torchrun (and in records of older npuprof)
     restart_count: int | msgspec.UnsetType = msgspec.UNSET
+    # when the recording process began (epoch ns, to the clock tick: /proc's start of it), said with
+    # restart_count: torchrun counts restarts per node, so a node's count does not tell another node's
+    # workers of the same round (npuprof/results/rounds.py); absent in records of older npuprof
+    process_start_ns: int | msgspec.UnsetType = msgspec.UNSET
     # the node the recording process ran on (os.uname().nodename): a dir named by --worker-name does not
     # say it, and a pid is checked only there; absent in records of older npuprof
     host: str | msgspec.UnsetType = msgspec.UNSET
@@ -110,10 +114,12 @@ class HandoverError(ValueError):
 
 def record_from(value: Any) -> CaptureRecord:
     """A decoded ``npuprof_capture.json`` as a CaptureRecord, or HandoverError naming the problem. An
-    optional field that only labels the capture (``restart_count``) with a bad value is left out, not
-    taken as damage: the capture itself is whole."""
+    optional field that only labels the capture (``restart_count``, ``process_start_ns``) with a bad value
+    is left out, not taken as damage: the capture itself is whole."""
     if isinstance(value, dict) and "restart_count" in value and restart_count_of(value) is None:
         value = {k: v for k, v in value.items() if k != "restart_count"}
+    if isinstance(value, dict) and "process_start_ns" in value and process_start_ns_of(value) is None:
+        value = {k: v for k, v in value.items() if k != "process_start_ns"}
     return _convert(value, CaptureRecord, "capture record", RECORD_VERSION)
 
 
@@ -125,6 +131,15 @@ def restart_count_of(record: Any) -> int | None:
     else:
         value = getattr(record, "restart_count", None)
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
+
+
+def process_start_ns_of(record: Any) -> int | None:
+    """The record's ``process_start_ns`` (a dict as read): a whole number above 0, else None (absent, or a
+    bad value: it only places the capture among torchrun's rounds, never damage)."""
+    value = record.get("process_start_ns") if isinstance(record, dict) else None
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return value
     return None
 
