@@ -311,3 +311,27 @@ def test_one_rounds_captures_on_nodes_with_different_counts_are_all_compared(tmp
     assert [r.earlier_round for r in report.ranks] == [msgspec.UNSET, msgspec.UNSET]
     assert [(s.step, s.ranks) for s in report.cross_rank.steps] == [(5, {"0": 1000.0, "1": 1500.0})]
     assert report.cross_rank.restart_count is msgspec.UNSET
+
+
+@pytest.mark.parametrize("first_round_captured", [True, False], ids=["two-rounds", "one-round"])
+def test_the_run_summary_says_what_analyse_compares_when_the_nodes_counts_differ(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], first_round_captured: bool
+) -> None:
+    """The summary of helper-380's two-node run said "npuprof analyse compares the ranks of the latest attempt
+    (1)", and analyse compares attempt 1 on node A and attempt 0 on node B (torchrun's counts per node)."""
+    if first_round_captured:
+        _node_capture(tmp_path, "vm", 100, 0, 0, 0.00, 12.0, {5: 4000})
+        _node_capture(tmp_path, "vm", 200, 1, 0, 0.05, 12.1, {5: 4100})
+    _node_capture(tmp_path, "vm", 101, 0, 1, 32.00, 44.0, {5: 1000})
+    _node_capture(tmp_path, "vm", 201, 1, 0, 31.99, 44.1, {5: 1500})
+    lines = _summary(tmp_path, capsys)
+    what = (
+        "npuprof analyse compares the ranks of the latest attempt ("
+        if first_round_captured
+        else "npuprof analyse compares them all, of one round of workers ("
+    )
+    assert (
+        "npuprof: torchrun restarted the job 1 time(s): the attempt column is its TORCHELASTIC_RESTART_COUNT "
+        f"(0: the first attempt); {what}attempt 1 on some nodes, 0 on others: torchrun counts each node's "
+        "restarts, and a node whose workers did not fail keeps its count)"
+    ) in lines, lines

@@ -136,7 +136,9 @@ def print_run_summary(
             f"... and {' and '.join(filter(None, (more, odd)))} between those ({size} in all; "
             "the run's record, npuprof_run*.json, lists every one)"
         )
-    if restarted := _restarts_said(attempts, set(_attempts_of_agents(agents).values())):
+    if restarted := _restarts_said(
+        attempts, set(_attempts_of_agents(agents).values()), _latest_round(captures)
+    ):
         console.print(f"[bold yellow]npuprof:[/] {escape(restarted)}", soft_wrap=True)
     if replaced:  # the captures listed are those made since (helper-114: one lost with it, unsaid)
         console.print(f"[bold yellow]npuprof:[/] {escape(replaced_words(output))}", soft_wrap=True)
@@ -386,19 +388,47 @@ def no_capture_line(
     return f"no capture was written (exit code {exit_code}): {why}. See {log_path}."
 
 
-def _restarts_said(attempts: set[int], ran: Collection[int] = ()) -> str:
+def _latest_round(captures: list[CaptureSummary]) -> tuple[bool, set[int]]:
+    """Whether some capture is of a round of torchrun's workers before the latest, and the counts the
+    latest round's captures say (more than one where its nodes' counts differ: npuprof/results/rounds.py)."""
+    from npuprof.results.rounds import Made, earlier_rounds
+
+    made = [
+        Made(str(c.rank_dir), c.rank, c.restart_count, c.process_start_ns, c.updated_ns) for c in captures
+    ]
+    earlier = earlier_rounds(made)
+    latest = {
+        c.restart_count for c in captures if c.restart_count is not None and str(c.rank_dir) not in earlier
+    }
+    return bool(earlier), latest
+
+
+def _restarts_said(
+    attempts: set[int], ran: Collection[int] = (), latest_round: tuple[bool, set[int]] | None = None
+) -> str:
     """The line on torchrun's elastic restarts, from the attempts (TORCHELASTIC_RESTART_COUNT) the
     captures were made in and those the agents ran in (``ran``: a later attempt may have captured nothing,
-    its ranks' lines below name it); "" when none is after the first."""
+    its ranks' lines below name it), and ``latest_round`` (:func:`_latest_round`; None: by the highest
+    count); "" when none is after the first."""
     restarts = max([*attempts, *ran], default=0)
     if not restarts:
         return ""
     said = f"torchrun restarted the job {restarts} time(s)"
     if len(attempts) > 1:
-        return (
-            f"{said}: the attempt column is its TORCHELASTIC_RESTART_COUNT (0: the first attempt); npuprof "
-            f"analyse compares the ranks of the latest attempt ({max(attempts)})"
-        )
+        earlier, latest = latest_round if latest_round is not None else (True, {max(attempts)})
+        column = f"{said}: the attempt column is its TORCHELASTIC_RESTART_COUNT (0: the first attempt)"
+        per_node = ""
+        if len(latest) > 1:
+            counts = sorted(latest, reverse=True)
+            per_node = (
+                f"attempt {counts[0]} on some nodes, {', '.join(map(str, counts[1:]))} on others: torchrun "
+                "counts each node's restarts, and a node whose workers did not fail keeps its count"
+            )
+        if not earlier:  # the captures are all of one round of workers
+            return f"{column}; npuprof analyse compares them all, of one round of workers ({per_node})"
+        if per_node:
+            return f"{column}; npuprof analyse compares the ranks of the latest attempt ({per_node})"
+        return f"{column}; npuprof analyse compares the ranks of the latest attempt ({max(latest)})"
     if attempts:
         only = next(iter(attempts))
         return f"{said}: these captures are all of attempt {only} (TORCHELASTIC_RESTART_COUNT; 0: the first)"

@@ -105,6 +105,9 @@ class CaptureSummary:
     parse_asked: bool | None = None  # False: --no-analyse, a trigger's "analyse": false; None: not said
     # torchrun's attempt its process ran in (the record's restart_count: 0 the first); None: not said
     restart_count: int | None = None
+    # the record's process_start_ns and updated_ns: torchrun's rounds of workers (npuprof/results/rounds.py)
+    process_start_ns: int | None = None
+    updated_ns: int | None = None
     # the record's backend: "torch_npu" parses in the job's process (its own parser), not in a post-processor
     backend: str | None = None
     # the files asked of it that come after its trace, never made: its process died in (or failed) the export
@@ -230,11 +233,15 @@ def never_made(record: dict[str, Any]) -> str:
     return f"its {named} {files} never made (they come after the trace)"
 
 
+def _whole(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:
     """The captures of run ``run_id``: in ``output``, and in the directories besides it that the run
     captured into (--dynamic's prof_dir, noted in ``output``)."""
     from npuprof.results.cut_capture import DIED_BEFORE_KEPT, DIED_WHILE_WRITTEN
-    from npuprof.results.handover import restart_count_of
+    from npuprof.results.handover import process_start_ns_of, restart_count_of
 
     found: list[CaptureSummary] = []
     if not output.is_dir():
@@ -287,6 +294,8 @@ def captures_of_run(output: Path, run_id: str) -> list[CaptureSummary]:
                 record_only=record_only,
                 parse_asked=record.get("parse") if isinstance(record.get("parse"), bool) else None,
                 restart_count=restart_count_of(record),
+                process_start_ns=process_start_ns_of(record),
+                updated_ns=_whole(record.get("updated_ns")),
                 backend=record.get("backend") if isinstance(record.get("backend"), str) else None,
                 unmade=never_made(record) if status.status != layout.STATUS_COMPLETE else "",
             )
