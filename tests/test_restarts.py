@@ -270,7 +270,10 @@ def test_a_node_torchrun_restarted_with_its_count_unchanged_is_compared_in_the_l
     second = {0: _node_capture(tmp_path, a, 101, 0, 1, 32.00, 44.0, durations[0])}
     if b_captured_again:
         second[1] = _node_capture(tmp_path, b, 201, 1, 0, 31.99, 44.1, durations[1])
-    report = build_report(tmp_path, jobs=1)
+    said_on_stderr: list[str] = []
+    report = build_report(tmp_path, jobs=1, on_note=said_on_stderr.append)
+    # both ranks of the traces' world_size 2 are here, of the latest round each
+    assert not [n for n in said_on_stderr if "have no capture in this report" in n], said_on_stderr
     left_out = {r.rank_dir for r in report.ranks if r.earlier_round is True}
     assert left_out == {str(d) for d in first.values()}, left_out
     expected = [(step, {str(k): float(durations[k][step]) for k in second}) for step in (5, 6)]

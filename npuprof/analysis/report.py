@@ -1236,12 +1236,8 @@ def ranks_not_here(read: list[_Read], cross: CrossRank) -> str | None:
     it) are named as such, even beside one rank; the others (a capture lost, not analysed) are said when
     several ranks are compared: its statements, the slowest rank and the rank the others wait for, are of
     the ranks here only. None when the captures do not say the size or disagree on it."""
-    latest = cross.restart_count if cross.restart_count is not msgspec.UNSET else None
-    kept = [
-        r
-        for r in read
-        if r.rank.rank is not None and (latest is None or r.rank.restart_count in (latest, msgspec.UNSET))
-    ]
+    # the captures of torchrun's latest round, whatever their counts (each node's own)
+    kept = [r for r in read if r.rank.rank is not None and r.rank.earlier_round is not True]
     compared = {k for s in cross.steps for k in s.ranks}
     if any(s.step is not None for s in cross.steps):  # a whole capture's row beside steps: not compared
         compared = {k for s in cross.steps if s.step is not None for k in s.ranks}
