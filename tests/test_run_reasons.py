@@ -1615,6 +1615,37 @@ def test_a_ranks_captures_are_counted_in_each_attempt_torchrun_made(
     assert said.index("in attempt 0 made") < said.index("in attempt 1 made"), said
 
 
+def test_a_rank_restarted_with_its_nodes_count_unchanged_is_counted_in_each_of_its_processes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two nodes, --repeat 2: node A's worker (rank 0) failed after its 2 captures and came back as attempt
+    1; node B's (rank 1), stopped and started again, came back as attempt 0 (torchrun counts per node) and
+    ended after 1 capture. Rank 1 in attempt 0 had 3 captures over its two processes, and the summary said
+    nothing short; each of its processes is counted on its own now."""
+    from npuprof.agent.entry import _attempt
+
+    cfg, _first, second = _repeat_2()
+    log, made = "", []
+    for rank, pid, attempt, captures, steps in (
+        (0, 7, 0, 2, 30),
+        (1, 8, 0, 2, 30),
+        (0, 9, 1, 2, 14),
+        (1, 10, 0, 1, 9),
+    ):
+        monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", str(attempt))
+        log += _agent_said(pid, f"agent ready in train.py (rank {rank}, run r1{_attempt()})")
+        log += _agent_said(pid, f"steps counted in this process: {steps}")
+        made += [(rank, pid, [6, 8], attempt), (rank, pid, [10, 12], attempt)][:captures]
+    said = _summary_of_captures(tmp_path, capsys, log, cfg, made)
+    assert (
+        "npuprof: rank 1 in attempt 0 (one of its 2 processes of that count: torchrun counts each node's "
+        "restarts, and restarts a node's workers with its count unchanged when another node's fail) made 1 "
+        "of the 2 captures the schedule asks (--repeat 2): it counted 9 step(s); its capture 2 records from "
+        f"step {second} (pid 10)"
+    ) in said, said
+    assert said.count("npuprof: rank") == 1, said
+
+
 def test_a_restart_that_captured_nothing_is_said(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

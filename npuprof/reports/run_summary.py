@@ -1226,12 +1226,21 @@ def _ranks_short_of_captures(
             counts[pid] = int(message[len(STEPS_AT_EXIT) :])
         elif message.startswith(NOTHING_COUNTED_AT_EXIT):
             uncountable[pid] = message[len(NOTHING_COUNTED_AT_EXIT) :]
-    made = Counter(_maker_of_capture(c) for c in captures)
+    # torchrun restarts a node's workers with its count unchanged when another node's fail: a rank then
+    # has a process of each round under one count, each counted on its own
+    processes: dict[tuple[str, int], set[str]] = {}
+    for pid, rank in ranks.items():
+        if rank != "None" and (attempt := attempts.get(pid)) is not None:
+            processes.setdefault((rank, attempt), set()).add(pid)
+    again = {key: len(pids) for key, pids in processes.items() if len(pids) > 1}
+    made = Counter(_maker_of_capture(c, again) for c in captures)
     wanted = None if cfg.ranks is None else {str(rank) for rank in cfg.ranks}
     makers: dict[_Maker, list[str]] = {}
     for pid, rank in ranks.items():
-        makers.setdefault(_Maker(rank, attempts.get(pid), pid if rank == "None" else None), []).append(pid)
-    groups: dict[_Shortfall, list[tuple[_Maker, list[str], list[int]]]] = {}
+        attempt = attempts.get(pid)
+        split = pid if attempt is not None and (rank, attempt) in again else None
+        makers.setdefault(_Maker(rank, attempt, pid if rank == "None" else None, split), []).append(pid)
+    groups: dict[tuple[_Shortfall, str | None], list[tuple[_Maker, list[str], list[int]]]] = {}
     asked = max(cfg.schedule.repeat, 1)
     # in rank order: a line comes where its first rank does
     for maker, pids in sorted(makers.items(), key=lambda item: _place(item[0])):
@@ -1240,13 +1249,20 @@ def _ranks_short_of_captures(
         if any(pid in running for pid in pids):  # helper-131: said "it ended ...", then it recorded
             continue
         known = [counts[pid] for pid in pids if pid in counts]
-        if maker.pid is not None and not made[maker] and not any(known):
-            continue  # no rank, no step: not a process that trains (an evaluation's, a spawned worker's)
+        if (maker.pid is not None or maker.process is not None) and not made[maker] and not any(known):
+            continue  # no step: not a process that trains (an evaluation's, a spawned worker's)
         idle = "" if known else next((uncountable[pid] for pid in pids if pid in uncountable), "")
         state = _Shortfall(maker.attempt, made[maker], maker.pid is not None, bool(known), idle)
-        groups.setdefault(state, []).append((maker, pids, [max(known)] if known else []))
-    restarted = any(attempt for attempt in attempts.values())
-    return [_shortfall_said(state, members, cfg, restarted) for state, members in groups.items()]
+        groups.setdefault((state, maker.process), []).append((maker, pids, [max(known)] if known else []))
+    restarted = any(attempt for attempt in attempts.values()) or bool(again)
+    return [
+        _shortfall_said(
+            state, members, cfg, restarted, again.get((members[0][0].rank, state.attempt or 0), 0)
+        )
+        if process is not None
+        else _shortfall_said(state, members, cfg, restarted)
+        for (state, process), members in groups.items()
+    ]
 
 
 @dataclass(frozen=True)
@@ -1256,6 +1272,8 @@ class _Maker:
     rank: str  # "None": no rank
     attempt: int | None  # TORCHELASTIC_RESTART_COUNT; None: not under torchrun
     pid: str | None  # only for a process without a rank
+    # the pid of a rank's process where the rank had several of one count (its node's count kept by a restart)
+    process: str | None = None
 
 
 @dataclass(frozen=True)
@@ -1269,10 +1287,11 @@ class _Shortfall:
     idle: str  # else, why they had nothing to count ("": they ended without a word)
 
 
-def _maker_of_capture(capture: CaptureSummary) -> _Maker:
+def _maker_of_capture(capture: CaptureSummary, again: Collection[tuple[str, int]] = ()) -> _Maker:
     rank = str(capture.rank)
     pid = str(capture.pid) if rank == "None" else None
-    return _Maker(rank, capture.restart_count, pid)
+    split = (rank, capture.restart_count) in again if capture.restart_count is not None else False
+    return _Maker(rank, capture.restart_count, pid, str(capture.pid) if split else None)
 
 
 def _place(maker: _Maker) -> tuple[bool, int, int, int]:
@@ -1291,9 +1310,14 @@ def _attempts_of_agents(agents: list[tuple[str, str, str]]) -> dict[str, int]:
 
 
 def _shortfall_said(
-    state: _Shortfall, members: list[tuple[_Maker, list[str], list[int]]], cfg: ProfileConfig, restarted: bool
+    state: _Shortfall,
+    members: list[tuple[_Maker, list[str], list[int]]],
+    cfg: ProfileConfig,
+    restarted: bool,
+    of_count: int = 0,
 ) -> str:
-    """One line of ``_ranks_short_of_captures``: a rank's, or the ranks' in the same state."""
+    """One line of ``_ranks_short_of_captures``: a rank's, or the ranks' in the same state; ``of_count``:
+    the rank's processes of that attempt, where torchrun restarted it with its node's count unchanged."""
     from npuprof.analysis.report import _spans_shown
 
     schedule = cfg.schedule
@@ -1314,6 +1338,11 @@ def _shortfall_said(
         pids_said = f" (pid {shown_pids})" if one else f" (pids {shown_pids})"
     if restarted and state.attempt is not None:
         who += f" in attempt {state.attempt}"
+        if of_count:
+            who += (
+                f" (one of its {of_count} processes of that count: torchrun counts each node's restarts, and "
+                "restarts a node's workers with its count unchanged when another node's fail)"
+            )
     known = [n for _maker, _pids, counted in members for n in counted]
     if state.counted:
         low, high = min(known), max(known)
