@@ -338,3 +338,19 @@ def test_the_run_summary_says_what_analyse_compares_when_the_nodes_counts_differ
         f"(0: the first attempt); {what}attempt 1 on some nodes, 0 on others: torchrun counts each node's "
         "restarts, and a node whose workers did not fail keeps its count)"
     ) in lines, lines
+
+
+def test_the_run_summary_counts_the_restarts_of_two_nodes_that_failed_in_turn(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Node A's worker failed (A restarts as attempt 1, B as 0), then node B's (B as attempt 1, A keeps 1):
+    two restarts, each node's count 1; the summary said "restarted the job 1 time(s)"."""
+    for k, counts in enumerate([(0, 0), (1, 0), (1, 1)]):  # each round's (A's count, B's)
+        began = 30.0 * k
+        _node_capture(tmp_path, "node-a", 100 + k, 0, counts[0], began, began + 12, {5: 1000})
+        _node_capture(tmp_path, "node-b", 200 + k, 1, counts[1], began + 0.01, began + 12, {5: 1000})
+    lines = _summary(tmp_path, capsys)
+    assert (
+        "npuprof: torchrun restarted the job 2 time(s): the attempt column is its TORCHELASTIC_RESTART_COUNT "
+        "(0: the first attempt); npuprof analyse compares the ranks of the latest attempt (1)"
+    ) in lines, lines

@@ -388,10 +388,17 @@ def no_capture_line(
     return f"no capture was written (exit code {exit_code}): {why}. See {log_path}."
 
 
-def _latest_round(captures: list[CaptureSummary]) -> tuple[bool, set[int]]:
-    """Whether some capture is of a round of torchrun's workers before the latest, and the counts the
-    latest round's captures say (more than one where its nodes' counts differ: npuprof/results/rounds.py)."""
+def _latest_round(captures: list[CaptureSummary]) -> tuple[bool, set[int], int]:
+    """Whether some capture is of a round of torchrun's workers before the latest, the counts the latest
+    round's captures say (more than one where its nodes' counts differ: npuprof/results/rounds.py), and the
+    most processes one rank made captures in (a rank is one process a round: the rounds seen)."""
     from npuprof.results.rounds import Made, earlier_rounds
+
+    processes: dict[int, set[tuple[int | None, int | None]]] = {}
+    for c in captures:
+        if c.restart_count is not None and isinstance(c.rank, int):
+            processes.setdefault(c.rank, set()).add((c.pid, c.process_start_ns))
+    rounds = max(map(len, processes.values()), default=0)
 
     made = [
         Made(str(c.rank_dir), c.rank, c.restart_count, c.process_start_ns, c.updated_ns) for c in captures
@@ -400,22 +407,25 @@ def _latest_round(captures: list[CaptureSummary]) -> tuple[bool, set[int]]:
     latest = {
         c.restart_count for c in captures if c.restart_count is not None and str(c.rank_dir) not in earlier
     }
-    return bool(earlier), latest
+    return bool(earlier), latest, rounds
 
 
 def _restarts_said(
-    attempts: set[int], ran: Collection[int] = (), latest_round: tuple[bool, set[int]] | None = None
+    attempts: set[int], ran: Collection[int] = (), latest_round: tuple[bool, set[int], int] | None = None
 ) -> str:
     """The line on torchrun's elastic restarts, from the attempts (TORCHELASTIC_RESTART_COUNT) the
     captures were made in and those the agents ran in (``ran``: a later attempt may have captured nothing,
     its ranks' lines below name it), and ``latest_round`` (:func:`_latest_round`; None: by the highest
-    count); "" when none is after the first."""
-    restarts = max([*attempts, *ran], default=0)
+    count); "" when none is after the first. The highest count is the restarts of one node: torchrun
+    counts each node's, so node A's failure then node B's make 2 restarts of count 1 each; a rank's
+    processes tell them."""
+    rounds = latest_round[2] if latest_round is not None else 0
+    restarts = max([*attempts, *ran, rounds - 1], default=0)
     if not restarts:
         return ""
     said = f"torchrun restarted the job {restarts} time(s)"
     if len(attempts) > 1:
-        earlier, latest = latest_round if latest_round is not None else (True, {max(attempts)})
+        earlier, latest, _ = latest_round if latest_round is not None else (True, {max(attempts)}, 0)
         column = f"{said}: the attempt column is its TORCHELASTIC_RESTART_COUNT (0: the first attempt)"
         per_node = ""
         if len(latest) > 1:
