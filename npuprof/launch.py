@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import os
 import re
 import signal
@@ -52,7 +53,10 @@ _CONTINUED_AFTER = (
     *(() if SIGSTKFLT is None else (SIGSTKFLT,)),
 )
 SAME_CTRL_C_S = 0.2  # SIGINTs closer than this are one Ctrl-C (helper-97: `timeout` passes its own on)
-# and two of another standard signal are one (a wrapper's copy: see counts_as_its_own)
+# A standard signal (not SIGINT) whose handling begins this soon after the end of the last one's that passed
+# it on is a wrapper's copy of it (see counts_as_its_own). `timeout`'s two kill()s are microseconds apart; the
+# copy's handler ran 0.2 ms after the first's end (helper-381); a sender's second signal comes later.
+SAME_SIGNAL_S = 0.05
 # Received by the launcher, these end the job; the launcher then dies of the same signal (see death_signal).
 TERMINATING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 # Stops made by a shell's job control (Ctrl-Z, a background job touching the terminal): the launcher mirrors
@@ -751,21 +755,37 @@ def counts_as_ctrl_c(interrupts: list[float]) -> bool:
 
 
 def counts_as_its_own(signum: int, came: dict[int, float]) -> bool:
-    """Whether ``signum`` (not SIGINT: counts_as_ctrl_c) received now is a signal of its own, not a copy of
-    the last one of its kind (then noted in ``came``, the time each counted). `timeout` sends its signal
-    (SIGTERM, or -s SIG) to the launcher and again to its own process group, the launcher in it: passed on
-    twice, the job's handler ran twice, and one that raises SystemExit (a graceful stop) raised it again
-    inside the job's cleanup, a checkpoint written in its `finally` lost (helper-378: 2 runs of 3); without
-    npuprof the two reach the job at once and the kernel merges them, as it merges any standard signal
-    pending twice. Real-time signals are queued, each its own: always passed on."""
-    if signal.SIGRTMIN <= signum <= signal.SIGRTMAX:
+    """Whether ``signum`` (not SIGINT: counts_as_ctrl_c) handled now is a signal of its own, not a copy of
+    the last one of its kind. ``came``: when the handling of each signal that counted ended (math.inf while
+    it runs: see handled). `timeout` sends its signal (SIGTERM, or -s SIG) to the launcher and again to its
+    own process group, the launcher in it: passed on twice, the job's handler ran twice, and one that raises
+    SystemExit (a graceful stop) raised it again inside the job's cleanup, a checkpoint written in its
+    `finally` lost (helper-378: 2 runs of 3); without npuprof the two reach the job at once and the kernel
+    merges them. The copy comes microseconds after the first, before or as the first is handled; a signal
+    sent again on purpose comes later: a cluster manager's second SIGTERM 0.1 s after its first ("now"),
+    a job's count of SIGUSR1s (helper-381: a window of 0.2 s from the first dropped those). Only a launcher
+    in a group it does not lead can get a copy by its group (_a_group_copy_can_come). Real-time signals are
+    queued, each its own: always passed on."""
+    if signal.SIGRTMIN <= signum <= signal.SIGRTMAX or not _a_group_copy_can_come():
         return True
-    now = time.monotonic()
     last = came.get(signum)
-    if last is not None and now - last <= SAME_CTRL_C_S:
+    if last is not None and time.monotonic() - last <= SAME_SIGNAL_S:
         return False
-    came[signum] = now
+    came[signum] = math.inf  # being handled: a copy whose handler runs inside this one's is one too
     return True
+
+
+def handled(signum: int, came: dict[int, float]) -> None:
+    """The end of the handling of a signal counts_as_its_own counted."""
+    if came.get(signum) == math.inf:
+        came[signum] = time.monotonic()
+
+
+def _a_group_copy_can_come() -> bool:
+    """Whether a sender that signals the launcher and its process group (`timeout`, which leads the group
+    it made for its child) reaches the launcher twice: not when the launcher leads its group (a shell's job
+    at a terminal, a container's first process), where every signal that comes was sent to it once."""
+    return os.getpgrp() != os.getpid()
 
 
 @dataclasses.dataclass
@@ -800,7 +820,7 @@ def _forward_signals(
     interrupts = [] if interrupts is None else interrupts
     first_came = {} if first_came is None else first_came
     killing: list[bool] = []  # non-empty while the handler kills the run's processes
-    counted: dict[int, float] = {}  # each signal's (not SIGINT's) last time it counted (counts_as_its_own)
+    counted: dict[int, float] = {}  # when the handling of each signal (not SIGINT) that counted ended
     held: list[tuple[int, int]] = []  # (signal, its Ctrl-C number) received before the job was started
 
     def forward(signum: int, frame: object) -> None:
@@ -813,12 +833,15 @@ def _forward_signals(
             return
         if signum != signal.SIGINT and not counts_as_its_own(signum, counted):
             return  # the same signal again, from a wrapper: passed on once (the copy is not received)
-        received.append(signum)
-        first_came.setdefault(signum, time.monotonic())
-        if not pgid_holder:
-            held.append((signum, len(interrupts)))
-            return
-        pass_on(signum, len(interrupts))
+        try:
+            received.append(signum)
+            first_came.setdefault(signum, time.monotonic())
+            if not pgid_holder:
+                held.append((signum, len(interrupts)))
+                return
+            pass_on(signum, len(interrupts))
+        finally:
+            handled(signum, counted)
 
     def job_started(pid: int) -> None:
         pgid_holder.append(pid)  # from here the handler passes on what comes itself

@@ -1531,7 +1531,8 @@ def test_one_sigterm_received_twice_reaches_the_job_once(monkeypatch: pytest.Mon
     kernel merges the two). Passed on once; a real-time signal, queued by the kernel, each time."""
     from npuprof import launch
 
-    monkeypatch.setattr(launch, "SAME_CTRL_C_S", 60.0)  # the same signal, however slow this machine
+    monkeypatch.setattr(launch, "SAME_SIGNAL_S", 60.0)  # the same signal, however slow this machine
+    monkeypatch.setattr(launch, "_a_group_copy_can_come", lambda: True)  # under `timeout`, its group's
     counter = (
         "import signal, sys, time\n"
         "n = {}\n"
@@ -1565,6 +1566,65 @@ def test_one_sigterm_received_twice_reaches_the_job_once(monkeypatch: pytest.Mon
         assert job.wait(timeout=10) == 0
         assert job.stdout.read() == "1 2\n"
         assert forwarding.received == [signal.SIGTERM, signal.SIGRTMIN, signal.SIGRTMIN]
+    finally:
+        _kill_quietly(job.pid, group=True)
+
+
+class _Clock:
+    """launch's `time`, its monotonic() set by the test."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize("leads_its_group", [False, True])
+def test_a_signal_sent_again_on_purpose_reaches_the_job_each_time(
+    monkeypatch: pytest.MonkeyPatch, leads_its_group: bool
+) -> None:
+    """helper-381: a cluster manager's second SIGTERM 0.1 s after its first (a job's "stop now"), a job that
+    counts SIGUSR1s: within 0.2 s of the first, the second was taken for `timeout`'s copy and dropped
+    (`kill -TERM; sleep 0.1; kill -TERM` of a job counting them: 2 without npuprof, 1 with it). A copy comes
+    as the first is handled (0.2 ms after its end under timeout); each signal sent later is passed on, and
+    none is taken for a copy where no group's copy can come (npuprof leading its group)."""
+    from npuprof import launch
+
+    clock = _Clock()
+    monkeypatch.setattr(launch, "time", clock)
+    monkeypatch.setattr(launch, "_a_group_copy_can_come", lambda: not leads_its_group)
+    counter = (
+        "import signal, time\n"
+        "n = [0]\n"
+        "def count(signum, _):\n"
+        "    n[0] += 1\n"
+        "    print('got', n[0], flush=True)\n"
+        "signal.signal(signal.SIGUSR1, count)\n"
+        "print('ready', flush=True)\n"
+        "end = time.monotonic() + 60\n"  # a lost signal fails the test, never hangs it
+        "while time.monotonic() < end:\n"
+        "    time.sleep(0.1)\n"
+    )
+    job = subprocess.Popen([sys.executable, "-c", counter], stdout=subprocess.PIPE, text=True,
+                           start_new_session=True)  # fmt: skip
+    try:
+        assert job.stdout is not None and job.stdout.readline() == "ready\n"
+        with launch._forward_signals([job.pid]) as forwarding:
+            handler = signal.getsignal(signal.SIGUSR1)
+            handler(signal.SIGUSR1, None)  # type: ignore[operator]
+            assert job.stdout.readline() == "got 1\n"
+            clock.now += 0.1  # the sender's second, 0.1 s after the first
+            handler(signal.SIGUSR1, None)  # type: ignore[operator]
+            assert job.stdout.readline() == "got 2\n"
+            clock.now += 0.0002  # timeout's copy of that one, as its handler ends
+            handler(signal.SIGUSR1, None)  # type: ignore[operator]
+            if leads_its_group:  # no copy comes: one sent to npuprof again
+                assert job.stdout.readline() == "got 3\n"
+            clock.now += 1.0
+            handler(signal.SIGUSR1, None)  # type: ignore[operator]
+            assert job.stdout.readline() == ("got 4\n" if leads_its_group else "got 3\n")
+        assert forwarding.received == [signal.SIGUSR1] * (4 if leads_its_group else 3)
     finally:
         _kill_quietly(job.pid, group=True)
 
