@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import os
+import stat
 
 from npuprof.job_script import JobScript
 
@@ -35,8 +36,7 @@ def defined_functions(path: str) -> list[str]:
     """The module-level functions and the public methods of the module-level classes that the file at
     ``path`` defines (``train_step``, ``Trainer.fit``), in the file's order; [] when it cannot be read."""
     try:
-        with open(path, "rb") as handle:
-            source = handle.read(READ_LIMIT + 1)
+        source = _read_script(path)
         if len(source) > READ_LIMIT:
             return []
         tree = ast.parse(source, filename=path)
@@ -53,6 +53,17 @@ def defined_functions(path: str) -> list[str]:
                 if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) and not item.name.startswith("_")
             ]
     return list(dict.fromkeys(names))
+
+
+def _read_script(path: str) -> bytes:
+    """At most READ_LIMIT + 1 bytes of the regular file at ``path`` (a link to one is followed). Opened
+    without blocking and checked on the descriptor: a FIFO put in the script's place after the look that
+    found a file hung the launcher at the run's end (helper-381). Raises OSError (ValueError: not a file)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with open(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{path} is not a regular file")
+        return handle.read(READ_LIMIT + 1)
 
 
 def _module_level(body: list[ast.stmt]) -> list[ast.stmt]:
