@@ -117,6 +117,21 @@ def test_the_run_summary_names_each_captures_attempt(
     ) in lines, lines
 
 
+@pytest.mark.parametrize("restart", [None, 0], ids=["not-under-torchrun", "first-attempt"])
+def test_a_job_torchrun_never_restarted_is_said_nothing_of_restarts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], restart: int | None
+) -> None:
+    """README's first command, a plain `npuprof run -- python examples/train.py`, ended "npuprof: torchrun
+    restarted the job -1 time(s)": the restarts counted from a rank's processes (none under torchrun: 0, less
+    one) were taken whatever the counts said."""
+    rank_dir = tmp_path / "vm_300_20261205182103994_ascend_pt"
+    rank_dir.mkdir()
+    _record(rank_dir, 0, [6, 7, 8], restart, 0)
+    lines = _summary(tmp_path, capsys)
+    assert lines[2].startswith("0 6-8 complete "), lines
+    assert not [line for line in lines if "restart" in line], lines
+
+
 def test_one_attempts_captures_keep_the_table_and_a_bad_count_is_no_damage(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

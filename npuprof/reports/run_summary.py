@@ -420,7 +420,7 @@ def _restarts_said(
     counts each node's, so node A's failure then node B's make 2 restarts of count 1 each; a rank's
     processes tell them."""
     rounds = latest_round[2] if latest_round is not None else 0
-    restarts = max([*attempts, *ran, rounds - 1], default=0)
+    restarts = max([*attempts, *ran, rounds - 1, 0])  # no rank under torchrun: no round, no restart
     if not restarts:
         return ""
     said = f"torchrun restarted the job {restarts} time(s)"
