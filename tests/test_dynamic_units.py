@@ -848,7 +848,10 @@ def test_a_worker_restarted_with_its_nodes_count_unchanged_does_not_take_a_reque
         assert restart == "took 1", logs
         return
     assert restart == "took 0", f"the request a process of this node read was taken again:\n{logs}"
-    assert "a process of this host that ended before this one began (an earlier attempt of the job" in logs
+    assert (
+        "a process of this host that ended before this one began (an earlier attempt of the job, its workers "
+        "restarted, or an earlier process of a job run in phases) read the file as it is"
+    ) in logs
     # a rank of the same attempt started late: the rank that read the request just before it still runs
     config.write_text(json.dumps({**request, "trigger_id": "t-2"}))
     running = worker("running")

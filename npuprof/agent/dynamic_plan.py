@@ -469,8 +469,8 @@ class DynamicPlan:
             self._say(
                 "INFO",
                 "a process of this host that ended before this one began (an earlier attempt of the job, "
-                "its workers restarted) read the file as it is: not a request for this one; edit it, or run "
-                "npuprof trigger, to capture",
+                "its workers restarted, or an earlier process of a job run in phases) read the file as it "
+                "is: not a request for this one; edit it, or run npuprof trigger, to capture",
                 self._step(),
             )
             return
