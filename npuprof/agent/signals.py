@@ -42,6 +42,12 @@ from npuprof.agent.child_signal import ChildSignalWrap
 from npuprof.agent.ranks import one_rank_of_several
 from npuprof.owned_fd import OwnedFd, moved_high, room_for
 
+try:  # signal's C module: handlers as they are; signal's wrappers make an enum of each (a ValueError raised
+    # and caught a callable), ~7 us of a recorded step's 10 in sigint_held_back alone (helper-378)
+    import _signal as raw_signal
+except ImportError:  # (an interpreter without it: the public module, slower)
+    raw_signal = signal  # type: ignore[assignment]
+
 HANDLER_GRACE_S = 1.0  # time for the main thread to start the handler before the watcher acts
 # The same in one rank of several. Its main thread is most likely blocked in a collective, which ends when a
 # peer dies; the peers got the same SIGTERM (torchrun, a scheduler) and die once they have finalised their own
@@ -100,11 +106,11 @@ def _quiet_other_handlers() -> None:
 
 def _python_handlers(*left_alone: int) -> Iterator[tuple[int, Any]]:
     """Each signal (but ``left_alone``, SIGKILL, SIGSTOP) whose handler now is a Python callable, with it."""
-    for signum in signal.valid_signals():
+    for signum in raw_signal.valid_signals():
         if signum in (*left_alone, signal.SIGKILL, signal.SIGSTOP):
             continue
         try:
-            handler = signal.getsignal(signum)
+            handler = raw_signal.getsignal(signum)
         except (OSError, ValueError):
             continue
         if callable(handler):
@@ -141,7 +147,7 @@ def script_handlers_deferred(redeliver: Callable[[list[int]], None] | None = Non
         if ours and not isinstance(handler, ChildSignalWrap):  # a wrap runs the script's handler
             continue
         try:
-            signal.signal(signum, note)
+            raw_signal.signal(signum, note)
         except (OSError, ValueError, TypeError):
             continue
         replaced[signum] = handler
@@ -152,8 +158,8 @@ def script_handlers_deferred(redeliver: Callable[[list[int]], None] | None = Non
         _deferring = False
         again = []
         for signum, handler in replaced.items():
-            if signal.getsignal(signum) is note:  # else quieted since (a SIGTERM the process dies of)
-                signal.signal(signum, handler)
+            if raw_signal.getsignal(signum) is note:  # else quieted since (a SIGTERM the process dies of)
+                raw_signal.signal(signum, handler)
                 if signum in came:
                     again.append(signum)
         if redeliver is not None:
@@ -591,7 +597,7 @@ class SigtermGuard:
         self._read_fd = self._write_fd = None
 
     def _owns_sigterm(self) -> bool:
-        return self._installed and signal.getsignal(signal.SIGTERM) == self._handle
+        return self._installed and raw_signal.getsignal(signal.SIGTERM) == self._handle
 
     def _note_arrival(self) -> float:
         """When the SIGTERM npuprof handles came: the first to see it notes it (the watcher, woken as it
@@ -935,7 +941,7 @@ def sigint_held_back(deliver: bool = True) -> Iterator[None]:
         yield
         return
     try:
-        previous = signal.getsignal(signal.SIGINT)
+        previous = raw_signal.getsignal(signal.SIGINT)
     except ValueError:
         yield
         return
@@ -947,10 +953,10 @@ def sigint_held_back(deliver: bool = True) -> Iterator[None]:
     def hold(signum: int, frame: Any) -> None:
         received.append(frame)
 
-    signal.signal(signal.SIGINT, hold)
+    raw_signal.signal(signal.SIGINT, hold)
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        raw_signal.signal(signal.SIGINT, previous)
         if received and deliver:
             previous(signal.SIGINT, received[-1])
