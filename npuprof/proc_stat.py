@@ -50,3 +50,10 @@ def ticks_to_epoch(ticks: int) -> float | None:
         return time.time() - (time.clock_gettime(boot_clock) - ticks / os.sysconf("SC_CLK_TCK"))
     except (OSError, ValueError):
         return None
+
+
+def started_at(pid: int | str = "self", to_tick_end: bool = False) -> float | None:
+    """When process ``pid`` began (epoch s, to the clock tick; ``to_tick_end``: the end of that tick, so
+    that nothing that ended in it before the process began is taken as later), or None where not known."""
+    ticks = start_ticks(pid)
+    return None if ticks is None else ticks_to_epoch(ticks + 1 if to_tick_end else ticks)

@@ -391,10 +391,9 @@ class CaptureWriter:
         is another process, begun later)."""
         pid = os.getpid()
         if self._began is None or self._began[0] != pid:
-            from npuprof.proc_stat import start_ticks, ticks_to_epoch
+            from npuprof.proc_stat import started_at
 
-            ticks = start_ticks("self")
-            began = None if ticks is None else ticks_to_epoch(ticks)
+            began = started_at("self")
             self._began = (pid, None if began is None else int(began * 1e9))
         return self._began[1]
 

@@ -854,7 +854,7 @@ class CaptureController:
         # recorded the capture as ending with the step before, whole, of a trace that holds this step's
         # range (docs/architecture.md, "Signals"). Another thread is asked to finish at its next boundary.
         main = threading.current_thread() is threading.main_thread()
-        with export_hold(_holding(previous)) if main else contextlib.nullcontext():
+        with export_hold(step_holds(previous)) if main else contextlib.nullcontext():
             self._profiler_call(self.prof.step, recording=previous.recording)
             self._range_opened = step
         self.action = wanted
@@ -1706,9 +1706,10 @@ def _profiler_already_enabled() -> bool:
     return bool(getattr(autograd_profiler, "_is_profiler_enabled", False))
 
 
-def _holding(previous: Action) -> str:
+def step_holds(previous: Action) -> str:
     """What a profiler's step() after ``previous`` does, as a SIGTERM held past the limit names it: the step
-    that ends a warm-up starts the recording, any other may export a trace (as entry's holds say)."""
+    that ends a warm-up starts the recording, any other may export a trace (entry's hold of torch's step()
+    too)."""
     return PROFILER_START if previous is Action.WARMUP else TRACE_EXPORT
 
 

@@ -518,12 +518,9 @@ class DynamicPlan:
         """A process of this host that read the request ended before this one began (to the clock tick: a
         restart follows its attempt's end by about a second, within /proc/stat's whole-second boot time)."""
         from npuprof.agent.dynamic_log import read_by_ended_process
-        from npuprof.proc_stat import start_ticks, ticks_to_epoch
+        from npuprof.proc_stat import started_at
 
-        ticks = start_ticks("self")
-        # the end of the tick it began in: /proc gives the tick, and a process that ended in that tick
-        # before this one began is not to be missed
-        began = None if ticks is None else ticks_to_epoch(ticks + 1)
+        began = started_at("self", to_tick_end=True)  # a process that ended in its tick is not missed
         if began is None:
             return False
         return read_by_ended_process(self.directory, self.logs.host, began, self._since())

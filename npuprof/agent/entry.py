@@ -298,6 +298,7 @@ class Agent:
         the job with SIGSEGV (docs/architecture.md, "Signals"); and in a warm-up's stop(), which enables
         the profiler and disables it: a script's handler that raised there (sys.exit) left it enabled, and
         the job died of SIGSEGV as the interpreter ended. Other calls are left alone."""
+        from npuprof.agent.controller import step_holds
         from npuprof.agent.schedule import Action
         from npuprof.agent.signals import PROFILER_START, TRACE_EXPORT
 
@@ -313,7 +314,7 @@ class Agent:
         # recording)
         holds = {
             "start": lambda: PROFILER_START,
-            "step": lambda: PROFILER_START if controller.action == Action.WARMUP else TRACE_EXPORT,
+            "step": lambda: step_holds(controller.action),
             "stop": lambda: TRACE_EXPORT,
         }
 
